@@ -1,0 +1,461 @@
+#include "formats/gguf.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "base/error.h"
+
+namespace colibri {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
+constexpr int kMaxDims = 4;
+// Keys and tensor names longer than this are not from a real model; refusing
+// them early bounds memory for hostile files.
+constexpr uint64_t kMaxNameLen = 1 << 16;
+constexpr int kMaxArrayDepth = 1;  // GGUF has no nested arrays in practice
+
+size_t scalar_size(GgufType t) {
+  switch (t) {
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kBool:
+      return 1;
+    case GgufType::kUint16:
+    case GgufType::kInt16:
+      return 2;
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kFloat32:
+      return 4;
+    case GgufType::kUint64:
+    case GgufType::kInt64:
+    case GgufType::kFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+// Bounds-checked little-endian cursor over the mapping.
+class Cursor {
+ public:
+  Cursor(const uint8_t* data, size_t size, const std::string& name)
+      : data_(data), size_(size), name_(name) {}
+
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return size_ - pos_; }
+
+  void need(uint64_t n, const char* what) {
+    if (n > remaining())
+      fail("%s: truncated at byte %zu reading %s: need %llu bytes, %zu left", name_.c_str(),
+           pos_, what, static_cast<unsigned long long>(n), remaining());
+  }
+  template <typename T>
+  T read(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string_view read_string(const char* what) {
+    uint64_t len = read<uint64_t>(what);
+    need(len, what);
+    std::string_view s(reinterpret_cast<const char*>(data_ + pos_), len);
+    pos_ += len;
+    return s;
+  }
+  const uint8_t* skip(uint64_t n, const char* what) {
+    need(n, what);
+    const uint8_t* p = data_ + pos_;
+    pos_ += n;
+    return p;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+  const std::string& name_;
+};
+
+void read_scalar(Cursor& c, GgufType t, GgufValue& v, const char* what) {
+  switch (t) {
+    case GgufType::kUint8: v.u = c.read<uint8_t>(what); break;
+    case GgufType::kInt8: v.i = c.read<int8_t>(what); break;
+    case GgufType::kUint16: v.u = c.read<uint16_t>(what); break;
+    case GgufType::kInt16: v.i = c.read<int16_t>(what); break;
+    case GgufType::kUint32: v.u = c.read<uint32_t>(what); break;
+    case GgufType::kInt32: v.i = c.read<int32_t>(what); break;
+    case GgufType::kUint64: v.u = c.read<uint64_t>(what); break;
+    case GgufType::kInt64: v.i = c.read<int64_t>(what); break;
+    case GgufType::kFloat32: v.f = c.read<float>(what); break;
+    case GgufType::kFloat64: v.f = c.read<double>(what); break;
+    case GgufType::kBool: {
+      uint8_t b = c.read<uint8_t>(what);
+      CLB_CHECK(b <= 1, "%s: bool value %u is neither 0 nor 1", what, b);
+      v.u = b;
+      break;
+    }
+    default: CLB_ASSERT(false);
+  }
+}
+
+bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
+
+}  // namespace
+
+const char* gguf_type_name(GgufType t) {
+  static const char* kNames[] = {"uint8", "int8",  "uint16", "int16", "uint32", "int32", "float32",
+                                 "bool",  "string", "array", "uint64", "int64", "float64"};
+  uint32_t i = static_cast<uint32_t>(t);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown";
+}
+
+bool GgufValue::is_integer() const {
+  switch (type) {
+    case GgufType::kUint8:
+    case GgufType::kInt8:
+    case GgufType::kUint16:
+    case GgufType::kInt16:
+    case GgufType::kUint32:
+    case GgufType::kInt32:
+    case GgufType::kUint64:
+    case GgufType::kInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool GgufValue::is_float() const {
+  return type == GgufType::kFloat32 || type == GgufType::kFloat64;
+}
+
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->file_ = std::make_unique<MappedFile>(path);
+  f->name_ = path;
+  f->data_ = f->file_->data();
+  f->size_ = f->file_->size();
+  f->parse_all();
+  return f;
+}
+
+std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string name) {
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->name_ = std::move(name);
+  f->data_ = data;
+  f->size_ = size;
+  f->parse_all();
+  return f;
+}
+
+void GgufFile::parse_all() {
+  const char* fn = name_.c_str();
+  Cursor c(data_, size_, name_);
+  CLB_CHECK(size_ >= 4, "%s: file is %zu bytes, too short to be GGUF", fn, size_);
+  uint32_t magic = c.read<uint32_t>("magic");
+  CLB_CHECK(magic == kMagic, "%s: not a GGUF file: magic is 0x%08x, expected 0x%08x (\"GGUF\")",
+            fn, magic, kMagic);
+  version_ = c.read<uint32_t>("version");
+  CLB_CHECK(version_ == 2 || version_ == 3, "%s: GGUF version %u is not supported (2 or 3)", fn,
+            version_);
+  uint64_t n_tensors = c.read<uint64_t>("tensor count");
+  uint64_t n_kv = c.read<uint64_t>("metadata count");
+  // Each key-value pair takes at least 12 bytes and each tensor info at least
+  // 24, so larger counts cannot fit in the file.
+  CLB_CHECK(n_kv <= c.remaining() / 12, "%s: metadata count %llu cannot fit in %zu bytes", fn,
+            static_cast<unsigned long long>(n_kv), size_);
+  CLB_CHECK(n_tensors <= c.remaining() / 24, "%s: tensor count %llu cannot fit in %zu bytes", fn,
+            static_cast<unsigned long long>(n_tensors), size_);
+
+  kvs_.reserve(n_kv);
+  std::unordered_set<std::string_view> seen_keys;
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    std::string what = strprintf("%s: metadata #%llu key", fn, static_cast<unsigned long long>(k));
+    std::string_view key = c.read_string(what.c_str());
+    CLB_CHECK(key.size() <= kMaxNameLen, "%s: %zu bytes long", what.c_str(), key.size());
+    GgufKV kv;
+    kv.key = std::string(key);
+    std::string wk = strprintf("%s: key %s", fn, kv.key.c_str());
+    CLB_CHECK(seen_keys.insert(key).second, "%s: appears twice", wk.c_str());
+    uint32_t t = c.read<uint32_t>(wk.c_str());
+    CLB_CHECK(valid_type(t), "%s: unknown value type %u", wk.c_str(), t);
+    GgufValue& v = kv.value;
+    v.type = static_cast<GgufType>(t);
+    if (v.type == GgufType::kString) {
+      v.str = c.read_string(wk.c_str());
+    } else if (v.type == GgufType::kArray) {
+      uint32_t et = c.read<uint32_t>(wk.c_str());
+      CLB_CHECK(valid_type(et), "%s: array of unknown type %u", wk.c_str(), et);
+      v.elem_type = static_cast<GgufType>(et);
+      CLB_CHECK(v.elem_type != GgufType::kArray, "%s: nested arrays are not supported (depth > %d)",
+                wk.c_str(), kMaxArrayDepth);
+      v.count = c.read<uint64_t>(wk.c_str());
+      if (v.elem_type == GgufType::kString) {
+        CLB_CHECK(v.count <= c.remaining() / 8, "%s: %llu strings cannot fit in the file",
+                  wk.c_str(), static_cast<unsigned long long>(v.count));
+        v.strs.reserve(v.count);
+        for (uint64_t i = 0; i < v.count; ++i) v.strs.push_back(c.read_string(wk.c_str()));
+      } else {
+        size_t es = scalar_size(v.elem_type);
+        CLB_CHECK(v.count <= c.remaining() / es, "%s: %llu elements of %s cannot fit in the file",
+                  wk.c_str(), static_cast<unsigned long long>(v.count),
+                  gguf_type_name(v.elem_type));
+        v.elems = c.skip(v.count * es, wk.c_str());
+        if (v.elem_type == GgufType::kBool)
+          for (uint64_t i = 0; i < v.count; ++i)
+            CLB_CHECK(v.elems[i] <= 1, "%s: bool element %llu is %u", wk.c_str(),
+                      static_cast<unsigned long long>(i), v.elems[i]);
+      }
+    } else {
+      read_scalar(c, v.type, v, wk.c_str());
+    }
+    kvs_.push_back(std::move(kv));
+  }
+
+  if (const GgufValue* a = find("general.alignment")) {
+    CLB_CHECK(a->is_integer(), "%s: key general.alignment: expected an integer, file has %s", fn,
+              gguf_type_name(a->type));
+    uint64_t al = a->type == GgufType::kInt32 || a->type == GgufType::kInt64 ||
+                          a->type == GgufType::kInt16 || a->type == GgufType::kInt8
+                      ? static_cast<uint64_t>(a->i)
+                      : a->u;
+    CLB_CHECK(al > 0 && al <= (1u << 20) && (al & (al - 1)) == 0,
+              "%s: key general.alignment: expected a power of two up to 1 MiB, file has %llu", fn,
+              static_cast<unsigned long long>(al));
+    alignment_ = al;
+  }
+
+  tensors_.reserve(n_tensors);
+  std::unordered_set<std::string_view> seen_names;
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    std::string what =
+        strprintf("%s: tensor #%llu name", fn, static_cast<unsigned long long>(k));
+    std::string_view name = c.read_string(what.c_str());
+    CLB_CHECK(name.size() <= kMaxNameLen, "%s: %zu bytes long", what.c_str(), name.size());
+    GgufTensor t;
+    t.name = std::string(name);
+    std::string wt = strprintf("%s: tensor %s", fn, t.name.c_str());
+    CLB_CHECK(seen_names.insert(name).second, "%s: appears twice", wt.c_str());
+    uint32_t nd = c.read<uint32_t>(wt.c_str());
+    CLB_CHECK(nd >= 1 && nd <= kMaxDims, "%s: expected 1 to %d dims, file has %u", wt.c_str(),
+              kMaxDims, nd);
+    t.n_dims = static_cast<int>(nd);
+    uint64_t n_el = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+      uint64_t ne = c.read<uint64_t>(wt.c_str());
+      CLB_CHECK(ne >= 1 && ne <= (uint64_t{1} << 40), "%s: dimension %u is %llu", wt.c_str(), d,
+                static_cast<unsigned long long>(ne));
+      CLB_CHECK(n_el <= (uint64_t{1} << 50) / ne, "%s: element count overflows", wt.c_str());
+      n_el *= ne;
+      t.ne[d] = static_cast<int64_t>(ne);
+    }
+    uint32_t ty = c.read<uint32_t>(wt.c_str());
+    const DTypeInfo* info = dtype_info(ty);
+    CLB_CHECK(info != nullptr && info->weight,
+              "%s: tensor type %u (%s) is not supported (supported: f32 f16 bf16 q8_0 q4_0 q4_1 "
+              "q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K)",
+              wt.c_str(), ty, info ? info->name : "unknown");
+    t.type = info->type;
+    CLB_CHECK(t.ne[0] % info->block_size == 0,
+              "%s: row length %lld is not a multiple of the %s block size %lld", wt.c_str(),
+              static_cast<long long>(t.ne[0]), info->name,
+              static_cast<long long>(info->block_size));
+    t.nbytes = n_el / info->block_size * info->block_bytes;
+    t.offset = c.read<uint64_t>(wt.c_str());
+    CLB_CHECK(t.offset % alignment_ == 0, "%s: data offset %llu is not a multiple of alignment %zu",
+              wt.c_str(), static_cast<unsigned long long>(t.offset), alignment_);
+    tensors_.push_back(std::move(t));
+  }
+
+  data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  if (!tensors_.empty())
+    CLB_CHECK(data_offset_ <= size_, "%s: truncated: tensor data would start at byte %zu, file has %zu",
+              fn, data_offset_, size_);
+  for (GgufTensor& t : tensors_) {
+    uint64_t start = data_offset_ + t.offset;
+    CLB_CHECK(t.offset <= size_ && start <= size_ && t.nbytes <= size_ - start,
+              "%s: tensor %s: data [%llu, %llu) lies outside the file (%zu bytes); truncated?", fn,
+              t.name.c_str(), static_cast<unsigned long long>(start),
+              static_cast<unsigned long long>(start + t.nbytes), size_);
+    t.offset = start;
+  }
+}
+
+const GgufValue* GgufFile::find(std::string_view key) const {
+  for (const GgufKV& kv : kvs_)
+    if (kv.key == key) return &kv.value;
+  return nullptr;
+}
+
+std::optional<uint64_t> GgufFile::get_uint(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  CLB_CHECK(v->is_integer() || v->type == GgufType::kBool,
+            "%s: key %.*s: expected an integer, file has %s", name_.c_str(),
+            static_cast<int>(key.size()), key.data(), gguf_type_name(v->type));
+  if (v->type == GgufType::kInt8 || v->type == GgufType::kInt16 || v->type == GgufType::kInt32 ||
+      v->type == GgufType::kInt64) {
+    CLB_CHECK(v->i >= 0, "%s: key %.*s: expected a non-negative value, file has %lld",
+              name_.c_str(), static_cast<int>(key.size()), key.data(),
+              static_cast<long long>(v->i));
+    return static_cast<uint64_t>(v->i);
+  }
+  return v->u;
+}
+
+std::optional<double> GgufFile::get_float(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  if (v->is_float()) return v->f;
+  if (v->is_integer()) return static_cast<double>(*get_uint(key));
+  fail("%s: key %.*s: expected a number, file has %s", name_.c_str(),
+       static_cast<int>(key.size()), key.data(), gguf_type_name(v->type));
+}
+
+std::optional<bool> GgufFile::get_bool(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  CLB_CHECK(v->type == GgufType::kBool, "%s: key %.*s: expected bool, file has %s", name_.c_str(),
+            static_cast<int>(key.size()), key.data(), gguf_type_name(v->type));
+  return v->u != 0;
+}
+
+std::optional<std::string_view> GgufFile::get_string(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  CLB_CHECK(v->type == GgufType::kString, "%s: key %.*s: expected string, file has %s",
+            name_.c_str(), static_cast<int>(key.size()), key.data(), gguf_type_name(v->type));
+  return v->str;
+}
+
+const std::vector<std::string_view>* GgufFile::get_string_array(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return nullptr;
+  CLB_CHECK(v->type == GgufType::kArray && v->elem_type == GgufType::kString,
+            "%s: key %.*s: expected an array of strings, file has %s of %s", name_.c_str(),
+            static_cast<int>(key.size()), key.data(), gguf_type_name(v->type),
+            gguf_type_name(v->elem_type));
+  return &v->strs;
+}
+
+std::optional<std::vector<float>> GgufFile::get_f32_array(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  CLB_CHECK(v->type == GgufType::kArray && v->elem_type == GgufType::kFloat32,
+            "%s: key %.*s: expected an array of float32, file has %s of %s", name_.c_str(),
+            static_cast<int>(key.size()), key.data(), gguf_type_name(v->type),
+            gguf_type_name(v->elem_type));
+  std::vector<float> out(v->count);
+  if (v->count) std::memcpy(out.data(), v->elems, v->count * sizeof(float));
+  return out;
+}
+
+std::optional<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  CLB_CHECK(v->type == GgufType::kArray && scalar_size(v->elem_type) != 0 &&
+                v->elem_type != GgufType::kFloat32 && v->elem_type != GgufType::kFloat64,
+            "%s: key %.*s: expected an array of integers, file has %s of %s", name_.c_str(),
+            static_cast<int>(key.size()), key.data(), gguf_type_name(v->type),
+            gguf_type_name(v->elem_type));
+  std::vector<int64_t> out(v->count);
+  size_t es = scalar_size(v->elem_type);
+  for (uint64_t i = 0; i < v->count; ++i) {
+    const uint8_t* p = v->elems + i * es;
+    switch (v->elem_type) {
+      case GgufType::kUint8: out[i] = p[0]; break;
+      case GgufType::kBool: out[i] = p[0]; break;
+      case GgufType::kInt8: out[i] = static_cast<int8_t>(p[0]); break;
+      case GgufType::kUint16: { uint16_t x; std::memcpy(&x, p, 2); out[i] = x; break; }
+      case GgufType::kInt16: { int16_t x; std::memcpy(&x, p, 2); out[i] = x; break; }
+      case GgufType::kUint32: { uint32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
+      case GgufType::kInt32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
+      case GgufType::kUint64: { uint64_t x; std::memcpy(&x, p, 8); out[i] = static_cast<int64_t>(x); break; }
+      case GgufType::kInt64: { int64_t x; std::memcpy(&x, p, 8); out[i] = x; break; }
+      default: CLB_ASSERT(false);
+    }
+  }
+  return out;
+}
+
+uint64_t GgufFile::require_uint(std::string_view key) const {
+  auto v = get_uint(key);
+  CLB_CHECK(v.has_value(), "%s: required key %.*s is missing", name_.c_str(),
+            static_cast<int>(key.size()), key.data());
+  return *v;
+}
+
+std::string_view GgufFile::require_string(std::string_view key) const {
+  auto v = get_string(key);
+  CLB_CHECK(v.has_value(), "%s: required key %.*s is missing", name_.c_str(),
+            static_cast<int>(key.size()), key.data());
+  return *v;
+}
+
+const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
+  for (const GgufTensor& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TensorView GgufFile::view(const GgufTensor& t) const {
+  TensorView v;
+  v.data = tensor_data(t);
+  v.type = t.type;
+  for (int d = 0; d < 4; ++d) v.ne[d] = t.ne[d];
+  return v;
+}
+
+std::string gguf_value_to_string(const GgufValue& v, size_t max_elems) {
+  auto scalar = [](const GgufValue& s) -> std::string {
+    if (s.type == GgufType::kBool) return s.u ? "true" : "false";
+    if (s.is_float()) return strprintf("%g", s.f);
+    if (s.type == GgufType::kInt8 || s.type == GgufType::kInt16 || s.type == GgufType::kInt32 ||
+        s.type == GgufType::kInt64)
+      return strprintf("%lld", static_cast<long long>(s.i));
+    return strprintf("%llu", static_cast<unsigned long long>(s.u));
+  };
+  if (v.type == GgufType::kString) {
+    std::string s(v.str.substr(0, 120));
+    for (char& ch : s)
+      if (ch == '\n') ch = ' ';
+    return "\"" + s + (v.str.size() > 120 ? "...\"" : "\"");
+  }
+  if (v.type != GgufType::kArray) return scalar(v);
+  std::string out = strprintf("[%s x %llu] ", gguf_type_name(v.elem_type),
+                              static_cast<unsigned long long>(v.count));
+  size_t es = scalar_size(v.elem_type);
+  for (uint64_t i = 0; i < v.count && i < max_elems; ++i) {
+    if (i) out += ", ";
+    if (v.elem_type == GgufType::kString) {
+      out += "\"" + std::string(v.strs[i].substr(0, 24)) + "\"";
+    } else {
+      GgufValue e;
+      e.type = v.elem_type;
+      const uint8_t* p = v.elems + i * es;
+      switch (v.elem_type) {
+        case GgufType::kUint8: case GgufType::kBool: e.u = p[0]; break;
+        case GgufType::kInt8: e.i = static_cast<int8_t>(p[0]); break;
+        case GgufType::kUint16: { uint16_t x; std::memcpy(&x, p, 2); e.u = x; break; }
+        case GgufType::kInt16: { int16_t x; std::memcpy(&x, p, 2); e.i = x; break; }
+        case GgufType::kUint32: { uint32_t x; std::memcpy(&x, p, 4); e.u = x; break; }
+        case GgufType::kInt32: { int32_t x; std::memcpy(&x, p, 4); e.i = x; break; }
+        case GgufType::kUint64: { uint64_t x; std::memcpy(&x, p, 8); e.u = x; break; }
+        case GgufType::kInt64: { int64_t x; std::memcpy(&x, p, 8); e.i = x; break; }
+        case GgufType::kFloat32: { float x; std::memcpy(&x, p, 4); e.f = x; break; }
+        case GgufType::kFloat64: { double x; std::memcpy(&x, p, 8); e.f = x; break; }
+        default: break;
+      }
+      out += scalar(e);
+    }
+  }
+  if (v.count > max_elems) out += ", ...";
+  return out;
+}
+
+}  // namespace colibri

@@ -105,6 +105,42 @@ void read_scalar(Cursor& c, GgufType t, GgufValue& v, const char* what) {
 
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
 
+// Names of ggml tensor types the dtype table does not carry, so that a file
+// using one is refused by name ("iq2_xxs") rather than by number alone.
+const char* ggml_type_name(uint32_t id) {
+  if (const DTypeInfo* info = dtype_info(id)) return info->name;
+  switch (id) {
+    case 4: return "q4_2 (removed from ggml)";
+    case 5: return "q4_3 (removed from ggml)";
+    case 16: return "iq2_xxs";
+    case 17: return "iq2_xs";
+    case 18: return "iq3_xxs";
+    case 19: return "iq1_s";
+    case 20: return "iq4_nl";
+    case 21: return "iq3_s";
+    case 22: return "iq2_s";
+    case 23: return "iq4_xs";
+    case 24: return "i8";
+    case 25: return "i16";
+    case 26: return "i32";
+    case 27: return "i64";
+    case 28: return "f64";
+    case 29: return "iq1_m";
+    case 31: return "q4_0_4_4 (removed from ggml)";
+    case 32: return "q4_0_4_8 (removed from ggml)";
+    case 33: return "q4_0_8_8 (removed from ggml)";
+    case 34: return "tq1_0";
+    case 35: return "tq2_0";
+    case 36: return "iq4_nl_4_4 (removed from ggml)";
+    case 37: return "iq4_nl_4_8 (removed from ggml)";
+    case 38: return "iq4_nl_8_8 (removed from ggml)";
+    case 39: return "mxfp4";
+    case 40: return "nvfp4";
+    case 41: return "q1_0";
+    default: return "unknown";
+  }
+}
+
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
@@ -259,7 +295,7 @@ void GgufFile::parse_all() {
     CLB_CHECK(info != nullptr && info->weight,
               "%s: tensor type %u (%s) is not supported (supported: f32 f16 bf16 q8_0 q4_0 q4_1 "
               "q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K)",
-              wt.c_str(), ty, info ? info->name : "unknown");
+              wt.c_str(), ty, ggml_type_name(ty));
     t.type = info->type;
     CLB_CHECK(t.ne[0] % info->block_size == 0,
               "%s: row length %lld is not a multiple of the %s block size %lld", wt.c_str(),
@@ -312,7 +348,10 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
   const GgufValue* v = find(key);
   if (!v) return std::nullopt;
   if (v->is_float()) return v->f;
-  if (v->is_integer()) return static_cast<double>(*get_uint(key));
+  if (v->type == GgufType::kInt8 || v->type == GgufType::kInt16 || v->type == GgufType::kInt32 ||
+      v->type == GgufType::kInt64)
+    return static_cast<double>(v->i);
+  if (v->is_integer()) return static_cast<double>(v->u);
   fail("%s: key %.*s: expected a number, file has %s", name_.c_str(),
        static_cast<int>(key.size()), key.data(), gguf_type_name(v->type));
 }

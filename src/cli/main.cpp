@@ -1,2 +1,55 @@
+// colibri: run | tokenize | inspect | ...
 #include <cstdio>
-int main() { std::puts("colibri"); return 0; }
+#include <map>
+#include <string>
+
+#include "base/error.h"
+#include "cli/commands.h"
+
+namespace colibri::cli {
+
+void add_engine_flags(CLI::App* app, EngineOptions* o) {
+  app->add_option("-m,--model", o->model_path, "model file (GGUF)")->required();
+  app->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0: the model's)")
+      ->capture_default_str();
+  app->add_option("-t,--threads", o->n_threads, "threads (0: all cores)")->capture_default_str();
+  app->add_option("-b,--batch-size", o->n_batch, "tokens per forward step in prefill")
+      ->capture_default_str();
+  static std::map<std::string, Precision> kPrecisions = {{"native", Precision::kNative},
+                                                         {"reference", Precision::kReference}};
+  app->add_option("--precision", o->precision,
+                  "native: activations quantized to the weight's dot type (as llama.cpp); "
+                  "reference: weights dequantized to F32")
+      ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
+      ->default_str("native");
+}
+
+}  // namespace colibri::cli
+
+int main(int argc, char** argv) {
+  using namespace colibri;
+  CLI::App app{"colibri: Mixture-of-Experts inference on machines too small to hold the model"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "colibri 0.1.0");
+  std::vector<std::pair<CLI::App*, cli::Runner>> cmds;
+  auto reg = [&](cli::Runner r) { cmds.emplace_back(app.get_subcommands().back(), std::move(r)); };
+  reg(cli::add_run(app));
+  reg(cli::add_tokenize(app));
+  reg(cli::add_inspect(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : cmds)
+      if (sub->parsed()) return run();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "colibri: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "colibri: error: out of memory\n");
+    return 1;
+  }
+  return 0;
+}

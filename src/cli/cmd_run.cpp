@@ -1,0 +1,80 @@
+// colibri run: generate text from a prompt, streaming tokens as they come.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "engine/generate.h"
+
+namespace colibri::cli {
+
+namespace {
+
+struct RunArgs {
+  EngineOptions engine;
+  std::string prompt;
+  GenerateOptions gen;
+  bool verbose = false;
+  bool greedy = false;
+};
+
+void print_routing(const Engine& e, int32_t token, const RoutingTrace& t) {
+  const Tokenizer& tok = e.tokenizer();
+  std::fprintf(stderr, "\n[token %d %s]", token, std::string(tok.token_text(token)).c_str());
+  for (int l = 0; l < t.n_layer; ++l) {
+    const int32_t* ids = t.experts(0, l);
+    if (ids[0] < 0) continue;
+    std::fprintf(stderr, " L%d:", l);
+    const float* w = t.expert_weights(0, l);
+    for (int j = 0; j < t.k; ++j) std::fprintf(stderr, "%s%d(%.3f)", j ? "," : "", ids[j], w[j]);
+  }
+  std::fprintf(stderr, "\n");
+}
+
+int run(RunArgs& a) {
+  if (a.greedy) a.gen.sampling.temperature = 0;
+  Engine engine(a.engine);
+  a.gen.trace_routing = a.verbose && engine.config().is_moe();
+  if (a.verbose) std::fprintf(stderr, "%s\n", engine.config().describe().c_str());
+  std::fputs(a.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  GenerateResult r = generate(engine, a.prompt, a.gen, [&](const GenerateStep& s) {
+    std::fwrite(s.text.data(), 1, s.text.size(), stdout);
+    std::fflush(stdout);
+    if (s.routing) print_routing(engine, s.token, *s.routing);
+    return true;
+  });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", format_summary(r, engine.stats()).c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_run(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* c = app.add_subcommand("run", "generate text from a prompt");
+  add_engine_flags(c, &a->engine);
+  c->add_option("-p,--prompt", a->prompt, "prompt text");
+  c->add_option("-n,--n-predict", a->gen.n_predict, "tokens to generate (-1: until end of text)")
+      ->capture_default_str();
+  SamplerParams& s = a->gen.sampling;
+  c->add_option("--temp", s.temperature, "temperature (0: greedy)")->capture_default_str();
+  c->add_option("--top-k", s.top_k, "top-k (0: off)")->capture_default_str();
+  c->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str();
+  c->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str();
+  c->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")
+      ->capture_default_str();
+  c->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back over")
+      ->capture_default_str();
+  c->add_option("-s,--seed", s.seed, "random seed")->capture_default_str();
+  c->add_flag("--greedy", a->greedy, "greedy decoding (same as --temp 0)");
+  c->add_flag("--ignore-eos", [a](int64_t) { a->gen.stop_at_eog = false; },
+              "keep generating past end-of-text tokens");
+  c->add_flag("--parse-special", a->gen.parse_special,
+              "recognise special-token text such as <|im_start|> in the prompt");
+  c->add_flag("-v,--verbose", a->verbose,
+              "print, per generated token, the experts each layer routed to and their weights");
+  return [a] { return run(*a); };
+}
+
+}  // namespace colibri::cli

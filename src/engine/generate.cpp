@@ -1,0 +1,108 @@
+#include "engine/generate.h"
+
+#include "base/error.h"
+#include "base/sys.h"
+#include "base/utf8.h"
+
+namespace colibri {
+
+GenerateResult generate(Engine& engine, std::string_view prompt, const GenerateOptions& o,
+                        const StepCallback& on_step) {
+  GenerateResult r;
+  const Tokenizer& tok = engine.tokenizer();
+  r.prompt_tokens = tok.encode(prompt, o.add_special, o.parse_special);
+  if (r.prompt_tokens.empty()) {
+    // An empty prompt without BOS: start from BOS if there is one.
+    CLB_CHECK(tok.bos() >= 0, "the prompt is empty and the vocabulary has no BOS token to start from");
+    r.prompt_tokens.push_back(tok.bos());
+  }
+  const int n_prompt = static_cast<int>(r.prompt_tokens.size());
+  CLB_CHECK(n_prompt < engine.n_ctx(),
+            "the prompt is %d tokens but the context holds %d (use -c to enlarge it)", n_prompt,
+            engine.n_ctx());
+
+  double t0 = now_seconds();
+  const float* logits = engine.eval_prompt(r.prompt_tokens, 0, 0);
+  r.prompt_s = now_seconds() - t0;
+
+  Sampler sampler(engine.n_vocab(), o.sampling);
+  std::vector<int32_t> history = r.prompt_tokens;
+  history.reserve(history.size() + (o.n_predict > 0 ? o.n_predict : 256));
+  RoutingTrace trace;
+  if (o.trace_routing) trace.resize(1, engine.config().n_layer, std::max(engine.config().n_expert_used, 1));
+
+  std::string pending;  // bytes not yet printed: incomplete UTF-8 or a possible stop string
+  size_t emitted = 0;   // bytes of r.text already handed out
+  t0 = now_seconds();
+  int pos = n_prompt;
+  for (int i = 0; o.n_predict < 0 || i < o.n_predict; ++i) {
+    const int32_t id = sampler.sample(logits, history);
+    if (o.stop_at_eog && tok.is_eog(id)) {
+      r.finish = FinishReason::kStop;
+      break;
+    }
+    r.tokens.push_back(id);
+    history.push_back(id);
+    r.text += tok.token_to_piece(id);
+
+    // Stop strings end generation and are cut from the text.
+    bool stopped = false;
+    for (const std::string& s : o.stop) {
+      size_t at = s.empty() ? std::string::npos : r.text.find(s, emitted > s.size() ? emitted - s.size() : 0);
+      if (at != std::string::npos) {
+        r.text.resize(at);
+        stopped = true;
+      }
+    }
+    // Hold back what could still become a stop string or an incomplete character.
+    size_t ready = utf8_complete_prefix(r.text);
+    if (!stopped)
+      for (const std::string& s : o.stop)
+        for (size_t k = std::min(s.size() - 1, ready - emitted); k > 0; --k)
+          if (r.text.compare(ready - k, k, s, 0, k) == 0) {
+            ready -= k;
+            break;
+          }
+    if (ready < emitted) ready = emitted;
+
+    // Decode the token unless this was the last one.
+    const bool last = stopped || (o.n_predict >= 0 && i + 1 >= o.n_predict);
+    if (!last) {
+      if (pos >= engine.n_ctx()) {
+        r.finish = FinishReason::kContext;
+        stopped = true;
+      } else {
+        logits = engine.eval_token(id, 0, pos, o.trace_routing ? &trace : nullptr);
+        ++pos;
+      }
+    }
+    GenerateStep step{id, std::string_view(r.text).substr(emitted, ready - emitted),
+                      o.trace_routing && !last ? &trace : nullptr};
+    emitted = ready;
+    if (on_step && !on_step(step)) {
+      r.finish = FinishReason::kCancelled;
+      break;
+    }
+    if (stopped) {
+      if (r.finish != FinishReason::kContext) r.finish = FinishReason::kStop;
+      break;
+    }
+  }
+  if (on_step && emitted < r.text.size()) {
+    GenerateStep tail{-1, std::string_view(r.text).substr(emitted), nullptr};
+    on_step(tail);
+  }
+  r.gen_s = now_seconds() - t0;
+  engine.add_gen_time(r.gen_s, r.tokens.size());
+  return r;
+}
+
+std::string format_summary(const GenerateResult& r, const EngineStats& s) {
+  auto rate = [](size_t n, double t) { return t > 0 ? n / t : 0.0; };
+  return strprintf(
+      "prompt %zu tok, %.1f tok/s | generation %zu tok, %.1f tok/s | peak RSS %.1f MiB",
+      r.prompt_tokens.size(), rate(r.prompt_tokens.size(), r.prompt_s), r.tokens.size(),
+      rate(r.tokens.size(), r.gen_s), s.peak_rss / 1048576.0);
+}
+
+}  // namespace colibri

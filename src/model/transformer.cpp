@@ -1,0 +1,324 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace colibri {
+
+namespace {
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// Rotates the first n_rot dims of one head by the angles in cos/sin.
+// Normal: pairs (x[2i], x[2i+1]); NeoX: pairs (x[i], x[i + n_rot/2]).
+void rope_head(float* x, int n_rot, RopeStyle style, const float* cos, const float* sin) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const int a = style == RopeStyle::kNormal ? 2 * i : i;
+    const int b = style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
+    const float x0 = x[a], x1 = x[b];
+    x[a] = x0 * cos[i] - x1 * sin[i];
+    x[b] = x0 * sin[i] + x1 * cos[i];
+  }
+}
+
+}  // namespace
+
+Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertStore& store,
+                         ThreadPool& pool, Precision precision, int max_batch, int n_ctx)
+    : cfg_(cfg), w_(w), store_(store), pool_(pool), precision_(precision), max_batch_(max_batch),
+      n_ctx_(n_ctx) {
+  CLB_CHECK(max_batch >= 1, "batch size %d must be positive", max_batch);
+  const size_t B = max_batch;
+  const int k = std::max(cfg.n_expert_used, 1);
+  n_ff_max_ = std::max({cfg.n_ff, cfg.n_ff_exp, cfg.n_ff_shexp, 1});
+  x_.resize(B * cfg.n_embd);
+  h_.resize(B * cfg.n_embd);
+  q_.resize(B * cfg.n_embd_q());
+  k_.resize(B * cfg.n_embd_k());
+  v_.resize(B * cfg.n_embd_v());
+  att_.resize(B * cfg.n_head * cfg.head_dim_v);
+  gate_.resize(B * n_ff_max_);
+  up_.resize(B * n_ff_max_);
+  out_.resize(B * cfg.n_embd);
+  moe_.resize(B * k * cfg.n_embd);
+  router_.resize(B * std::max(cfg.n_expert, 1));
+  probs_.resize(std::max(cfg.n_expert, 1));
+  sel_.resize(B * k);
+  selw_.resize(B * k);
+  scores_.resize(static_cast<size_t>(pool.n_threads()) * n_ctx);
+  rope_cos_.resize(B * cfg.n_rot / 2);
+  rope_sin_.resize(B * cfg.n_rot / 2);
+  group_tok_.resize(B * k);
+  group_rank_.resize(B * k);
+  group_count_.resize(std::max(cfg.n_expert, 1));
+  gx_.resize(B * cfg.n_embd);
+  usage_.assign(static_cast<size_t>(cfg.n_layer) * std::max(cfg.n_expert, 1), 0);
+
+  // The widest input any matrix takes, and the most bytes its activations
+  // need in any weight type of this model.
+  int64_t max_in = std::max({cfg.n_embd, cfg.n_head * cfg.head_dim_v, n_ff_max_});
+  xq_row_bytes_ = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K})
+    xq_row_bytes_ = std::max(xq_row_bytes_, activation_bytes(t, precision, 256 * ((max_in + 255) / 256)));
+  xq_row_bytes_ = (xq_row_bytes_ + 63) / 64 * 64;
+  xq_.resize(B * xq_row_bytes_);
+  row_scratch_.resize(static_cast<size_t>(pool.n_threads()) * (max_in + 256));
+}
+
+void Transformer::rms_norm(const float* x, const float* weight, int dim, float* out) const {
+  double sum = 0;
+  for (int i = 0; i < dim; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / dim) + cfg_.rms_eps);
+  for (int i = 0; i < dim; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void Transformer::linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
+                         size_t y_stride) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
+  for (int t = 0; t < n; ++t)
+    quantize_activation(w.type, precision_, x + t * x_stride, xq_.data() + t * xq_row_bytes_, n_in);
+  const size_t scratch_stride = row_scratch_.size() / pool_.n_threads();
+  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole.
+  pool_.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1, int th) {
+    float* scratch = row_scratch_.data() + th * scratch_stride;
+    if (n == 1)
+      matvec_rows(w, precision_, xq_.data(), y + r0, r0, r1, scratch);
+    else
+      matmul_rows(w, precision_, xq_.data(), xq_row_bytes_, n, y + r0, y_stride, r0, r1, scratch);
+  });
+}
+
+void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float* logits,
+                          RoutingTrace* trace) {
+  const int n = static_cast<int>(batch.size());
+  CLB_ASSERT(n >= 1 && n <= max_batch_);
+  const int E = cfg_.n_embd;
+  for (int t = 0; t < n; ++t) {
+    const BatchToken& b = batch[t];
+    CLB_CHECK(b.token >= 0 && b.token < cfg_.n_vocab, "token id %d is outside the vocabulary (%d)",
+              b.token, cfg_.n_vocab);
+    CLB_CHECK(b.pos >= 0 && b.pos < kv.n_ctx() && b.pos < n_ctx_,
+              "position %d is outside the context (%d tokens)", b.pos, kv.n_ctx());
+    CLB_CHECK(b.seq >= 0 && b.seq < kv.n_seq(), "sequence %d does not exist", b.seq);
+    // Embedding lookup: the row in its stored type, dequantized.
+    dequantize_row(w_.token_embd.type, w_.token_embd.row(b.token), x_.data() + t * E, E);
+    // Rotation angles of this position: theta_i = pos * base^(-2i / n_rot).
+    const int half = cfg_.n_rot / 2;
+    const float theta_scale = std::pow(cfg_.rope_base, -2.0f / cfg_.n_rot);
+    float theta = static_cast<float>(b.pos);
+    for (int i = 0; i < half; ++i) {
+      rope_cos_[t * half + i] = std::cos(theta);
+      rope_sin_[t * half + i] = std::sin(theta);
+      theta *= theta_scale;
+    }
+  }
+
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    for (int t = 0; t < n; ++t)
+      rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.attn_norm.data), E,
+               h_.data() + t * E);
+    attention_block(l, batch, kv);
+    for (int t = 0; t < n; ++t)
+      for (int i = 0; i < E; ++i) x_[t * E + i] += out_[t * E + i];
+
+    for (int t = 0; t < n; ++t)
+      rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.ffn_norm.data), E,
+               h_.data() + t * E);
+    ffn_block(l, n, trace);
+    for (int t = 0; t < n; ++t)
+      for (int i = 0; i < E; ++i) x_[t * E + i] += out_[t * E + i];
+  }
+
+  // Final norm and the output projection, for the tokens that want logits.
+  int m = 0;
+  for (int t = 0; t < n; ++t) {
+    if (!batch[t].logits) continue;
+    rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(w_.output_norm.data), E,
+             h_.data() + m * E);
+    ++m;
+  }
+  if (m > 0) linear(w_.output, h_.data(), E, m, logits, cfg_.n_vocab);
+}
+
+void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCache& kv) {
+  const LayerWeights& L = w_.layers[l];
+  const int n = static_cast<int>(batch.size());
+  const int E = cfg_.n_embd, nq = cfg_.n_embd_q(), nk = cfg_.n_embd_k(), nv = cfg_.n_embd_v();
+  const int hd = cfg_.head_dim, hdv = cfg_.head_dim_v;
+  linear(L.wq, h_.data(), E, n, q_.data(), nq);
+  linear(L.wk, h_.data(), E, n, k_.data(), nk);
+  linear(L.wv, h_.data(), E, n, v_.data(), nv);
+
+  const int half = cfg_.n_rot / 2;
+  for (int t = 0; t < n; ++t) {
+    float* q = q_.data() + t * nq;
+    float* k = k_.data() + t * nk;
+    float* v = v_.data() + t * nv;
+    if (L.bq.data) {
+      const float* bq = reinterpret_cast<const float*>(L.bq.data);
+      const float* bk = reinterpret_cast<const float*>(L.bk.data);
+      const float* bv = reinterpret_cast<const float*>(L.bv.data);
+      for (int i = 0; i < nq; ++i) q[i] += bq[i];
+      for (int i = 0; i < nk; ++i) k[i] += bk[i];
+      for (int i = 0; i < nv; ++i) v[i] += bv[i];
+    }
+    const float* qn = reinterpret_cast<const float*>(L.q_norm.data);
+    const float* kn = reinterpret_cast<const float*>(L.k_norm.data);
+    switch (cfg_.arch->qk_norm) {
+      case QkNorm::kPerHead:
+        for (int h = 0; h < cfg_.n_head; ++h) rms_norm(q + h * hd, qn, hd, q + h * hd);
+        for (int h = 0; h < cfg_.n_head_kv; ++h) rms_norm(k + h * hd, kn, hd, k + h * hd);
+        break;
+      case QkNorm::kFull:
+        rms_norm(q, qn, nq, q);
+        rms_norm(k, kn, nk, k);
+        break;
+      case QkNorm::kNone:
+        break;
+    }
+    const float* cs = rope_cos_.data() + t * half;
+    const float* sn = rope_sin_.data() + t * half;
+    for (int h = 0; h < cfg_.n_head; ++h) rope_head(q + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
+    for (int h = 0; h < cfg_.n_head_kv; ++h)
+      rope_head(k + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
+    std::memcpy(kv.k(batch[t].seq, l, batch[t].pos), k, sizeof(float) * nk);
+    std::memcpy(kv.v(batch[t].seq, l, batch[t].pos), v, sizeof(float) * nv);
+  }
+
+  // softmax(q . K^T / sqrt(head_dim)) . V over positions 0..pos of the
+  // token's sequence, one (token, head) pair per work item.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int group = cfg_.n_head / cfg_.n_head_kv;
+  pool_.parallel_for(static_cast<int64_t>(n) * cfg_.n_head, 1, [&](int64_t i0, int64_t i1, int th) {
+    float* scores = scores_.data() + static_cast<size_t>(th) * n_ctx_;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int t = static_cast<int>(item / cfg_.n_head), h = static_cast<int>(item % cfg_.n_head);
+      const int kvh = h / group;
+      const BatchToken& b = batch[t];
+      const float* q = q_.data() + t * nq + h * hd;
+      const float* kbase = kv.k(b.seq, l, 0) + kvh * hd;
+      float max = -INFINITY;
+      for (int p = 0; p <= b.pos; ++p) {
+        const float* kp = kbase + p * kv.k_stride();
+        float s = 0;
+        for (int i = 0; i < hd; ++i) s += q[i] * kp[i];
+        scores[p] = s * scale;
+        max = std::max(max, scores[p]);
+      }
+      double sum = 0;
+      for (int p = 0; p <= b.pos; ++p) {
+        scores[p] = std::exp(scores[p] - max);
+        sum += scores[p];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* o = att_.data() + (static_cast<size_t>(t) * cfg_.n_head + h) * hdv;
+      std::fill(o, o + hdv, 0.f);
+      const float* vbase = kv.v(b.seq, l, 0) + kvh * hdv;
+      for (int p = 0; p <= b.pos; ++p) {
+        const float a = scores[p] * inv;
+        const float* vp = vbase + p * kv.v_stride();
+        for (int i = 0; i < hdv; ++i) o[i] += a * vp[i];
+      }
+    }
+  });
+  linear(L.wo, att_.data(), cfg_.n_head * hdv, n, out_.data(), E);
+}
+
+void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
+                            const float* x, int n, float* out) {
+  const int E = cfg_.n_embd;
+  const int F = static_cast<int>(gate.ne[1]);
+  linear(gate, x, E, n, gate_.data(), F);
+  linear(up, x, E, n, up_.data(), F);
+  for (int64_t i = 0; i < static_cast<int64_t>(n) * F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+  linear(down, gate_.data(), F, n, out, E);
+}
+
+void Transformer::ffn_block(int l, int n, RoutingTrace* trace) {
+  const LayerWeights& L = w_.layers[l];
+  if (L.moe)
+    moe_ffn(l, n, trace);
+  else
+    dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, h_.data(), n, out_.data());
+}
+
+void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
+  const LayerWeights& L = w_.layers[l];
+  const int E = cfg_.n_embd, X = cfg_.n_expert, K = cfg_.n_expert_used;
+  const RouterOptions ro{X, K, cfg_.arch->renorm_expert_weights};
+
+  // 1. Route every token.
+  linear(L.router, h_.data(), E, n, router_.data(), X);
+  std::fill(group_count_.data(), group_count_.data() + X, 0);
+  for (int t = 0; t < n; ++t) {
+    int32_t* ids = sel_.data() + t * K;
+    float* wts = selw_.data() + t * K;
+    route_softmax_topk(router_.data() + t * X, ro, probs_.data(), ids, wts);
+    for (int j = 0; j < K; ++j) {
+      ++group_count_[ids[j]];
+      ++usage_[static_cast<size_t>(l) * X + ids[j]];
+    }
+    if (trace) {
+      int32_t* ti = &trace->ids[(static_cast<size_t>(t) * trace->n_layer + l) * trace->k];
+      float* tw = &trace->weights[(static_cast<size_t>(t) * trace->n_layer + l) * trace->k];
+      std::copy(ids, ids + K, ti);
+      std::copy(wts, wts + K, tw);
+    }
+  }
+
+  // 2. Each routed expert once for all its tokens. Outputs land in the
+  // (token, rank) slot so the sum below has one fixed order, whatever the
+  // batch or the order experts arrive in.
+  for (int e = 0; e < X; ++e) {
+    if (group_count_[e] == 0) continue;
+    int m = 0;
+    for (int t = 0; t < n; ++t)
+      for (int j = 0; j < K; ++j)
+        if (sel_[t * K + j] == e) {
+          group_tok_[m] = t;
+          group_rank_[m] = j;
+          std::memcpy(gx_.data() + m * E, h_.data() + t * E, sizeof(float) * E);
+          ++m;
+        }
+    ExpertWeights ew = store_.acquire(l, e);
+    dense_ffn(ew.gate, ew.up, ew.down, gx_.data(), m, gx_.data());
+    store_.release(l, e);
+    for (int i = 0; i < m; ++i)
+      std::memcpy(moe_.data() + (static_cast<size_t>(group_tok_[i]) * K + group_rank_[i]) * E,
+                  gx_.data() + i * E, sizeof(float) * E);
+  }
+
+  // 3. Weighted sum in rank order.
+  for (int t = 0; t < n; ++t) {
+    float* o = out_.data() + t * E;
+    std::fill(o, o + E, 0.f);
+    for (int j = 0; j < K; ++j) {
+      const float wj = selw_[t * K + j];
+      const float* y = moe_.data() + (static_cast<size_t>(t) * K + j) * E;
+      for (int i = 0; i < E; ++i) o[i] += wj * y[i];
+    }
+  }
+
+  // 4. Shared expert, dense, scaled by its sigmoid gate when the family has one.
+  if (L.shexp_gate.data) {
+    float* sh = moe_.data();  // reuse: the routed outputs are summed already
+    dense_ffn(L.shexp_gate, L.shexp_up, L.shexp_down, h_.data(), n, sh);
+    for (int t = 0; t < n; ++t) {
+      float g = 1.f;
+      if (L.shexp_gate_inp.data) {
+        const float* gw = reinterpret_cast<const float*>(L.shexp_gate_inp.data);
+        float s = 0;
+        for (int i = 0; i < E; ++i) s += gw[i] * h_[t * E + i];
+        g = 1.f / (1.f + std::exp(-s));
+      }
+      for (int i = 0; i < E; ++i) out_[t * E + i] += g * sh[t * E + i];
+    }
+  }
+}
+
+}  // namespace colibri

@@ -1,0 +1,113 @@
+// The one generic transformer: every family in arch.h runs through forward().
+//
+// A forward step takes a batch of tokens, each with its own sequence and
+// position, so the same code serves prompt prefill (one sequence, consecutive
+// positions) and batched decoding of many sequences. In MoE layers the batch's
+// tokens are grouped by routed expert, so each expert is fetched from the
+// ExpertStore once per layer per batch and multiplied for all its tokens.
+// All buffers are sized at construction: forward() does not allocate.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/thread_pool.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+#include "moe/expert_store.h"
+#include "moe/router.h"
+#include "tensor/ops.h"
+
+namespace colibri {
+
+struct BatchToken {
+  int32_t token = 0;
+  int32_t pos = 0;       // position in its sequence
+  int32_t seq = 0;       // KV cache sequence
+  bool logits = false;   // produce this token's logits
+};
+
+// Per token and MoE layer: the experts chosen and their weights (k each).
+struct RoutingTrace {
+  int n_layer = 0, k = 0;
+  std::vector<int32_t> ids;     // (n_tokens, n_layer, k); -1 in dense layers
+  std::vector<float> weights;   // (n_tokens, n_layer, k)
+  void resize(int n_tokens, int n_layer_, int k_) {
+    n_layer = n_layer_;
+    k = k_;
+    ids.assign(static_cast<size_t>(n_tokens) * n_layer * k, -1);
+    weights.assign(ids.size(), 0.f);
+  }
+  const int32_t* experts(int t, int l) const { return &ids[(static_cast<size_t>(t) * n_layer + l) * k]; }
+  const float* expert_weights(int t, int l) const {
+    return &weights[(static_cast<size_t>(t) * n_layer + l) * k];
+  }
+};
+
+class Transformer {
+ public:
+  Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertStore& store, ThreadPool& pool,
+              Precision precision, int max_batch, int n_ctx);
+
+  // Runs the batch; writes n_vocab logits for each token with .logits set, in
+  // batch order, to `logits`. `trace`, if given, must hold batch.size() tokens.
+  void forward(std::span<const BatchToken> batch, KVCache& kv, float* logits,
+               RoutingTrace* trace = nullptr);
+
+  int max_batch() const { return max_batch_; }
+  Precision precision() const { return precision_; }
+  // Routed-token counts per (layer, expert) since construction.
+  const std::vector<uint64_t>& expert_usage() const { return usage_; }
+
+ private:
+  void attention_block(int l, std::span<const BatchToken> batch, KVCache& kv);
+  void ffn_block(int l, int n, RoutingTrace* trace);
+  void dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
+                 const float* x, int n, float* out);
+  void moe_ffn(int l, int n, RoutingTrace* trace);
+  // y (n rows of w's outputs, stride y_stride) = w . x (n rows, stride x_stride)
+  void linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
+              size_t y_stride);
+  void rms_norm(const float* x, const float* weight, int dim, float* out) const;
+
+  const ModelConfig& cfg_;
+  const ModelWeights& w_;
+  ExpertStore& store_;
+  ThreadPool& pool_;
+  Precision precision_;
+  int max_batch_;
+
+  // Scratch, (max_batch, width) each.
+  AlignedBuffer<float> x_;      // residual stream (n_embd)
+  AlignedBuffer<float> h_;      // normed input of a block (n_embd)
+  AlignedBuffer<float> q_;      // (n_embd_q)
+  AlignedBuffer<float> k_;      // (n_embd_k)
+  AlignedBuffer<float> v_;      // (n_embd_v)
+  AlignedBuffer<float> att_;    // attention output (n_head * head_dim_v)
+  AlignedBuffer<float> gate_;   // (n_ff_max)
+  AlignedBuffer<float> up_;     // (n_ff_max)
+  AlignedBuffer<float> out_;    // block output (n_embd)
+  AlignedBuffer<float> moe_;    // per (token, rank) expert outputs (k * n_embd)
+  AlignedBuffer<float> router_; // router logits (n_expert)
+  AlignedBuffer<float> probs_;  // (n_expert)
+  AlignedBuffer<int32_t> sel_;  // (k) per token
+  AlignedBuffer<float> selw_;   // (k) per token
+  AlignedBuffer<float> scores_; // attention scores per thread (n_ctx)
+  AlignedBuffer<float> rope_cos_, rope_sin_;  // (max_batch, n_rot / 2)
+  AlignedBuffer<uint8_t> xq_;   // activations in the kernel's type (max_batch rows)
+  AlignedBuffer<float> row_scratch_;  // per thread (max row length)
+  // Tokens grouped by expert in one layer.
+  AlignedBuffer<int32_t> group_tok_;   // (max_batch * k)
+  AlignedBuffer<int32_t> group_rank_;  // (max_batch * k)
+  AlignedBuffer<int32_t> group_count_; // (n_expert)
+  AlignedBuffer<float> gx_;            // gathered inputs (max_batch, n_embd)
+  size_t xq_row_bytes_ = 0;
+  int n_ff_max_ = 0;
+  int n_ctx_ = 0;
+  std::vector<uint64_t> usage_;  // (n_layer, n_expert)
+};
+
+}  // namespace colibri

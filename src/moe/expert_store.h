@@ -1,0 +1,74 @@
+// The expert store: the only way the forward pass reaches routed-expert
+// weights.
+//
+// The unit of residency is one (layer, expert) slab: its gate, up and down
+// matrices. A store decides where slabs live (the mapped file, a RAM cache
+// filled from disk under a budget) and the transformer only asks for views.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tensor/view.h"
+
+namespace colibri {
+
+// One routed expert's weights as 2-D views:
+// gate, up: (n_ff_exp rows of n_embd), down: (n_embd rows of n_ff_exp).
+struct ExpertWeights {
+  TensorView gate;
+  TensorView up;
+  TensorView down;
+};
+
+// Where a layer's expert stacks sit in the model file (3-D tensors with
+// ne = {n_in, n_out, n_expert}); the store slices slabs out of them.
+struct ExpertTensors {
+  TensorView gate_exps;  // (n_expert, n_ff_exp, n_embd)
+  TensorView up_exps;    // (n_expert, n_ff_exp, n_embd)
+  TensorView down_exps;  // (n_expert, n_embd, n_ff_exp)
+  uint64_t gate_offset = 0;  // file offsets of the stacks, for streaming stores
+  uint64_t up_offset = 0;
+  uint64_t down_offset = 0;
+
+  size_t slab_bytes() const {
+    return gate_exps.slab_bytes() + up_exps.slab_bytes() + down_exps.slab_bytes();
+  }
+};
+
+struct ExpertStoreStats {
+  uint64_t requests = 0;   // acquire() calls
+  uint64_t hits = 0;       // served without waiting on a load
+  uint64_t bytes_read = 0; // bytes read from disk by the store itself
+  double io_wait_s = 0;    // time acquire() spent waiting on loads
+};
+
+class ExpertStore {
+ public:
+  virtual ~ExpertStore() = default;
+  // Views valid until release(layer, expert). May block while loading.
+  virtual ExpertWeights acquire(int layer, int expert) = 0;
+  virtual void release(int layer, int expert) {}
+  // A hint that these experts of `layer` will be asked for soon.
+  virtual void prefetch(int layer, std::span<const int> experts) {}
+  virtual ExpertStoreStats stats() const = 0;
+  virtual const char* name() const = 0;
+};
+
+// Serves views straight into the memory-mapped model file: the page cache
+// decides residency. The baseline every other store must match bit for bit.
+class MappedExpertStore : public ExpertStore {
+ public:
+  explicit MappedExpertStore(std::vector<ExpertTensors> layers);
+  ExpertWeights acquire(int layer, int expert) override;
+  ExpertStoreStats stats() const override { return stats_; }
+  const char* name() const override { return "mmap"; }
+
+ private:
+  std::vector<ExpertTensors> layers_;  // (n_layer); empty stacks in dense layers
+  ExpertStoreStats stats_;
+};
+
+}  // namespace colibri

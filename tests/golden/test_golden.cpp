@@ -1,0 +1,245 @@
+// The engine against llama.cpp's outputs on the models in ../shared/golden,
+// with the comparison rules of ../shared/golden/README.md: per file a logit
+// tolerance T and a routing near-tie threshold G; a routing difference at a
+// near-tie ends the checked part of a case.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/generate.h"
+
+namespace colibri {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kGolden = fs::path(COLIBRI_SHARED_DIR) / "golden";
+
+struct Tolerance {
+  double T, G;
+};
+
+// README "Tolerances": by the weights' type and which reference.
+Tolerance tolerance_for(const std::string& model, bool dequant_ref) {
+  if (dequant_ref || model.find("f32") != std::string::npos || model.rfind("stories260K", 0) == 0)
+    return {1e-3, 1e-3};
+  if (model.find("bf16") != std::string::npos) return {0.2, 3e-2};
+  if (model.find("f16") != std::string::npos) return {3e-2, 1e-2};
+  return {0.6, 0.5};
+}
+
+struct CaseReport {
+  int rows_checked = 0, rows_total = 0;
+  double max_delta = 0;
+  bool routing_stopped = false;
+};
+
+json load_json(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+// Checks one case; returns what it saw. Failures are recorded with gtest.
+CaseReport check_case(Engine& engine, const json& c, Tolerance tol, const std::string& where) {
+  CaseReport rep;
+  const int n_vocab = engine.n_vocab();
+  const ModelConfig& cfg = engine.config();
+  const int k = std::max(cfg.n_expert_used, 1);
+
+  // 1. Tokens.
+  std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
+  std::vector<int32_t> ours = engine.tokenizer().encode(c["prompt"].get<std::string>(), true, false);
+  if (c["prompt"].get<std::string>().empty() && ours.empty()) ours.push_back(engine.tokenizer().bos());
+  EXPECT_EQ(ours, tokens) << where << ": tokenization differs";
+
+  // 2. Teacher-forced: the prompt in one batch, then gen_tokens[0..22] one by one.
+  const int n = static_cast<int>(tokens.size());
+  std::vector<int32_t> gen = c["gen_tokens"].get<std::vector<int32_t>>();
+  std::vector<float> logits(static_cast<size_t>(n + gen.size()) * n_vocab);
+  RoutingTrace trace;
+  trace.resize(n, cfg.n_layer, k);
+  std::vector<BatchToken> batch(n);
+  for (int i = 0; i < n; ++i) batch[i] = {tokens[i], i, 0, true};
+  engine.transformer().forward(batch, engine.kv(), logits.data(), &trace);
+  RoutingTrace gtrace;
+  gtrace.resize(static_cast<int>(gen.size()), cfg.n_layer, k);
+  for (size_t s = 0; s + 1 < gen.size(); ++s) {
+    RoutingTrace one;
+    one.resize(1, cfg.n_layer, k);
+    BatchToken b{gen[s], n + static_cast<int32_t>(s), 0, true};
+    engine.transformer().forward(std::span<const BatchToken>(&b, 1), engine.kv(),
+                                 logits.data() + (n + s) * n_vocab, &one);
+    std::copy(one.ids.begin(), one.ids.end(), gtrace.ids.begin() + (s + 1) * cfg.n_layer * k);
+  }
+
+  // Walks rows in order: prompt rows, then gen[1..23].
+  auto check_row = [&](const float* row, const json& top, const json* experts, const json* gaps,
+                       const int32_t* our_ids, const std::string& rw) -> bool {
+    if (experts && !experts->is_null()) {
+      int moe_layer = 0;
+      for (int l = 0; l < cfg.n_layer; ++l) {
+        if (our_ids[l * k] < 0) continue;  // dense layer
+        std::set<int> want, got(our_ids + l * k, our_ids + (l + 1) * k);
+        for (int e : (*experts)[moe_layer]) want.insert(e);
+        double gap = (*gaps)[moe_layer].get<double>();
+        ++moe_layer;
+        if (want != got) {
+          EXPECT_LT(gap, tol.G) << rw << ": layer " << l << " routed differently at gap " << gap;
+          rep.routing_stopped = true;
+          return false;
+        }
+      }
+    }
+    for (const json& p : top) {
+      int id = p[0].get<int>();
+      double want = p[1].get<double>();
+      double d = std::fabs(row[id] - want);
+      rep.max_delta = std::max(rep.max_delta, d);
+      EXPECT_LE(d, tol.T) << rw << ": logit of token " << id << " is " << row[id] << ", llama.cpp "
+                          << want;
+    }
+    ++rep.rows_checked;
+    return true;
+  };
+
+  const json& ptop = c["prompt_top"];
+  const bool routed = c.contains("experts");
+  rep.rows_total = n + static_cast<int>(gen.size()) - 1;
+  bool go = true;
+  for (int i = 0; i < n && go; ++i) {
+    const json* ex = routed ? &c["experts"][i] : nullptr;
+    const json* gp = routed ? &c["router_gap"][i] : nullptr;
+    go = check_row(logits.data() + static_cast<size_t>(i) * n_vocab, ptop[i], ex, gp,
+                   trace.experts(i, 0), where + " prompt row " + std::to_string(i));
+  }
+  int greedy_ok_until = 0;  // steps whose free-running token must equal llama.cpp's
+  const json& gsteps = c["gen"];
+  for (size_t s = 0; s < gen.size() && go; ++s) {
+    const json& g = gsteps[s];
+    const float* row = logits.data() + (n - 1 + s) * n_vocab;
+    if (s > 0) {
+      const json* ex = routed ? &g["experts"] : nullptr;
+      const json* gp = routed ? &g["router_gap"] : nullptr;
+      go = check_row(row, g["top"], ex, gp, gtrace.experts(static_cast<int>(s), 0),
+                     where + " gen step " + std::to_string(s));
+      if (!go) break;
+    }
+    if (g["margin"].get<double>() > 2 * tol.T) {
+      EXPECT_EQ(argmax(row, n_vocab), g["id"].get<int>()) << where << " gen step " << s;
+    } else {
+      break;
+    }
+    greedy_ok_until = static_cast<int>(s) + 1;
+  }
+
+  // 3. Free-running greedy generation (sequence 0 again, from scratch).
+  if (greedy_ok_until > 0) {
+    const float* l = engine.eval_prompt(tokens, 0, 0);
+    for (int s = 0; s < greedy_ok_until; ++s) {
+      int32_t id = argmax(l, n_vocab);
+      ASSERT_EQ(id, gen[s]) << where << ": free-running greedy step " << s;
+      l = engine.eval_token(id, 0, n + s);
+    }
+  }
+  return rep;
+}
+
+struct GoldenParam {
+  std::string model;
+  bool dequant;  // compare with NAME.dequant-f32.json in the reference precision
+};
+
+std::vector<GoldenParam> golden_params() {
+  std::vector<GoldenParam> ps;
+  if (!fs::exists(kGolden)) return ps;
+  std::vector<std::string> models;
+  for (const auto& e : fs::directory_iterator(kGolden))
+    if (e.path().extension() == ".gguf") models.push_back(e.path().stem().string());
+  std::sort(models.begin(), models.end());
+  for (const std::string& m : models) {
+    ps.push_back({m, false});
+    if (fs::exists(kGolden / (m + ".dequant-f32.json"))) ps.push_back({m, true});
+  }
+  return ps;
+}
+
+class Golden : public ::testing::TestWithParam<GoldenParam> {};
+
+TEST_P(Golden, MatchesLlamaCpp) {
+  const GoldenParam& p = GetParam();
+  const fs::path ref = kGolden / (p.model + (p.dequant ? ".dequant-f32.json" : ".json"));
+  json j = load_json(ref);
+  EngineOptions o;
+  o.model_path = (kGolden / (p.model + ".gguf")).string();
+  o.n_ctx = 512;
+  o.n_batch = 64;
+  o.n_threads = 2;
+  o.precision = p.dequant ? Precision::kReference : Precision::kNative;
+  Engine engine(o);
+  Tolerance tol = tolerance_for(p.model, p.dequant);
+  int checked = 0, total = 0;
+  double max_delta = 0;
+  for (const json& c : j["cases"]) {
+    CaseReport r = check_case(engine, c, tol, p.model + "/" + c["name"].get<std::string>());
+    checked += r.rows_checked;
+    total += r.rows_total;
+    max_delta = std::max(max_delta, r.max_delta);
+  }
+  std::printf("  %-40s %s: %d/%d rows checked, max |dlogit| %.3g (T %.3g)\n", p.model.c_str(),
+              p.dequant ? "dequant-f32" : "native     ", checked, total, max_delta, tol.T);
+  // A run that checks almost nothing proves nothing: at least the first rows
+  // of every case must be comparable.
+  EXPECT_GT(checked, total / 3) << "too few rows checked";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::ValuesIn(golden_params()),
+                         [](const ::testing::TestParamInfo<GoldenParam>& i) {
+                           std::string s = i.param.model + (i.param.dequant ? "_dequant" : "");
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
+
+TEST(GoldenPresence, SharedDataAvailable) {
+  if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent: golden tests skipped";
+  EXPECT_EQ(golden_params().size(), 22u + 14u) << "expected 22 models and 14 dequant references";
+}
+
+// llama2.c's run.c greedy output from the empty prompt, for the dense model
+// and both MoE rewrites of it.
+TEST(Stories260K, GreedyTextEqualsRunC) {
+  const fs::path txt = fs::path(COLIBRI_SHARED_DIR) / "data/stories260K/golden_runc_t0_n200.txt";
+  if (!fs::exists(txt) || !fs::exists(kGolden)) GTEST_SKIP() << "../shared absent";
+  std::ifstream in(txt);
+  std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!want.empty() && want.back() == '\n') want.pop_back();
+  for (const char* m : {"stories260K", "stories260K-moe-split", "stories260K-moe-duplicated"}) {
+    EngineOptions o;
+    o.model_path = (kGolden / (std::string(m) + ".gguf")).string();
+    o.n_ctx = 512;
+    o.n_threads = 2;
+    o.precision = Precision::kReference;
+    Engine engine(o);
+    GenerateOptions g;
+    g.sampling.temperature = 0;
+    g.n_predict = 200;
+    g.stop_at_eog = false;
+    GenerateResult r = generate(engine, "", g);
+    std::string got = r.text;
+    if (!got.empty() && got[0] == ' ') got.erase(0, 1);
+    ASSERT_GE(got.size(), want.size()) << m;
+    EXPECT_EQ(got.substr(0, want.size()), want) << m;
+  }
+}
+
+}  // namespace
+}  // namespace colibri

@@ -101,4 +101,6 @@ Runner add_inspect(CLI::App& app) {
   return [a] { return inspect(*a); };
 }
 
+COLIBRI_COMMAND(add_inspect);
+
 }  // namespace colibri::cli

@@ -77,4 +77,6 @@ Runner add_run(CLI::App& app) {
   return [a] { return run(*a); };
 }
 
+COLIBRI_COMMAND(add_run);
+
 }  // namespace colibri::cli

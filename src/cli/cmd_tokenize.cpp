@@ -39,4 +39,6 @@ Runner add_tokenize(CLI::App& app) {
   };
 }
 
+COLIBRI_COMMAND(add_tokenize);
+
 }  // namespace colibri::cli

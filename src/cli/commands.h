@@ -14,8 +14,15 @@ using Runner = std::function<int()>;
 // Flags every model-loading command shares: -m, -c, -t, --batch, --precision.
 void add_engine_flags(CLI::App* app, EngineOptions* o);
 
-Runner add_run(CLI::App& app);
-Runner add_tokenize(CLI::App& app);
-Runner add_inspect(CLI::App& app);
+// Each command file registers itself at static-initialisation time:
+//   COLIBRI_COMMAND(add_run);
+// where add_run(app) adds a subcommand to app and returns its runner. The
+// CLI's sources are linked into the executable directly, so every file's
+// registration is kept. Commands are listed in registration order.
+using CommandFactory = Runner (*)(CLI::App& app);
+bool register_command(CommandFactory f);
+
+#define COLIBRI_COMMAND(factory) \
+  static const bool colibri_command_##factory = ::colibri::cli::register_command(factory)
 
 }  // namespace colibri::cli

@@ -1,6 +1,7 @@
 // colibri: run | tokenize | inspect | ...
 #include <cstdio>
 #include <map>
+#include <vector>
 #include <string>
 
 #include "base/error.h"
@@ -24,6 +25,16 @@ void add_engine_flags(CLI::App* app, EngineOptions* o) {
       ->default_str("native");
 }
 
+std::vector<CommandFactory>& command_registry() {
+  static std::vector<CommandFactory> r;
+  return r;
+}
+
+bool register_command(CommandFactory f) {
+  command_registry().push_back(f);
+  return true;
+}
+
 }  // namespace colibri::cli
 
 int main(int argc, char** argv) {
@@ -32,10 +43,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "colibri 0.1.0");
   std::vector<std::pair<CLI::App*, cli::Runner>> cmds;
-  auto reg = [&](cli::Runner r) { cmds.emplace_back(app.get_subcommands().back(), std::move(r)); };
-  reg(cli::add_run(app));
-  reg(cli::add_tokenize(app));
-  reg(cli::add_inspect(app));
+  for (cli::CommandFactory f : cli::command_registry()) {
+    cli::Runner r = f(app);
+    cmds.emplace_back(app.get_subcommands().back(), std::move(r));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

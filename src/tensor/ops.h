@@ -35,8 +35,30 @@ void quantize_activation(DType weight, Precision p, const float* x, void* dst, i
 void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int64_t r0,
                  int64_t r1, float* scratch);
 
+// Batched form of matvec_rows for prefill: y[t * y_stride + (r - r0)] =
+// dot(w row r, xq + t * xq_stride) for t in [0, n_tok), r in [r0, r1).
+// xq_stride is in bytes (activation_bytes of one row or more), y_stride in
+// floats. Each weight row (or tile of rows) is read once per group of tokens.
+// Every value equals what matvec_rows gives for that token, bit for bit.
+void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_stride, int64_t n_tok,
+                 float* y, size_t y_stride, int64_t r0, int64_t r1, float* scratch);
+
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// The instruction sets a kernel can be written for. One binary carries all
+// x86 variants; the best one the CPU supports is chosen at start-up.
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
+
+const char* isa_name(Isa isa);
+bool isa_supported(Isa isa);
+// The best supported ISA (what runs unless set_kernel_isa says otherwise).
+Isa best_isa();
+Isa active_isa();
+// Selects the kernels of `isa` for all later calls (tests compare ISAs; the CLI
+// can force the scalar path). Throws Error if the CPU lacks it. Not for use
+// while other threads run kernels.
+void set_kernel_isa(Isa isa);
 
 // Conversions used around the kernels.
 float fp16_to_fp32(uint16_t h);

@@ -1,0 +1,55 @@
+// The kernel table: per weight type, the dot kernel against its activation
+// type (and optionally a rows x tokens tile kernel for prefill); per activation
+// type, the F32 -> activation quantizer.
+//
+// kernels/ref fills a complete table with scalar code. Each ISA (kernels/x86,
+// kernels/arm) overlays the entries it accelerates; dispatch.cpp builds the
+// active table once from the CPU's features. Nothing else in colibri branches
+// on a quant type or an ISA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace colibri {
+
+// dst[0..n) = the F32 values of n elements of src.
+using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
+// n F32 values -> n elements of an activation (or weight) type.
+using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+// sum over n elements of w * x (w a weight row, x its activation row).
+using DotFn = float (*)(const void* w, const void* x, int64_t n);
+// y[t * y_stride + r] = dot(w + r * w_stride, x + t * x_stride) for r < nr,
+// t < nt. Must give, for every (r, t), exactly the value DotFn gives.
+using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x,
+                        size_t x_stride, int64_t nt, int64_t n, float* y, size_t y_stride);
+
+// DType ids are < 31 (ggml numbering, BF16 = 30); entries are indexed by id.
+constexpr int kTypeSlots = 31;
+constexpr int slot(DType t) { return static_cast<int>(t); }
+
+struct KernelTable {
+  DotFn dot[kTypeSlots] = {};            // by weight type
+  TileFn tile[kTypeSlots] = {};          // by weight type; null: dot per pair
+  QuantizeFn quantize[kTypeSlots] = {};  // by activation type
+};
+
+// Per weight type, independent of the ISA.
+struct TypeTraits {
+  DequantizeFn dequantize = nullptr;  // scalar reference, exactly ggml's
+  DType vec_dot_type = DType::F32;    // activation type under Precision::kNative
+};
+const TypeTraits& type_traits(DType t);
+
+// The scalar reference table (complete for every weight and activation type).
+const KernelTable& ref_kernel_table();
+
+// ISA overlays: set the entries this ISA implements. Defined only where the
+// compiler can build them; see dispatch.cpp.
+void add_avx2_kernels(KernelTable& t);
+void add_avx512_kernels(KernelTable& t);
+void add_neon_kernels(KernelTable& t);
+
+}  // namespace colibri

@@ -1,0 +1,52 @@
+// Scalar reference kernels: the arithmetic of ggml's dequantize_row_*,
+// quantize_row_*_ref and ggml_vec_dot_*_generic, written for colibri. Every
+// ISA kernel is tested against these.
+#pragma once
+
+#include <cstdint>
+
+namespace colibri::ref {
+
+void dequantize_f32(const void* src, float* dst, int64_t n);
+void dequantize_f16(const void* src, float* dst, int64_t n);
+void dequantize_bf16(const void* src, float* dst, int64_t n);
+void dequantize_q4_0(const void* src, float* dst, int64_t n);
+void dequantize_q4_1(const void* src, float* dst, int64_t n);
+void dequantize_q5_0(const void* src, float* dst, int64_t n);
+void dequantize_q5_1(const void* src, float* dst, int64_t n);
+void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void dequantize_q8_1(const void* src, float* dst, int64_t n);
+void dequantize_q2_K(const void* src, float* dst, int64_t n);
+void dequantize_q3_K(const void* src, float* dst, int64_t n);
+void dequantize_q4_K(const void* src, float* dst, int64_t n);
+void dequantize_q5_K(const void* src, float* dst, int64_t n);
+void dequantize_q6_K(const void* src, float* dst, int64_t n);
+void dequantize_q8_K(const void* src, float* dst, int64_t n);
+
+// Activation quantizers (F32 -> the vec_dot types).
+void quantize_f32(const float* src, void* dst, int64_t n);
+void quantize_f16(const float* src, void* dst, int64_t n);
+void quantize_bf16(const float* src, void* dst, int64_t n);
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void quantize_q8_K(const float* src, void* dst, int64_t n);
+
+// ggml's nearest_int: round to nearest, ties to even, for |x| < 2^22.
+int nearest_int(float x);
+
+// Dot kernels, weight row x activation row.
+float dot_f32(const void* w, const void* x, int64_t n);
+float dot_f16(const void* w, const void* x, int64_t n);
+float dot_bf16(const void* w, const void* x, int64_t n);
+float dot_q4_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float dot_q5_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float dot_q8_0(const void* w, const void* x, int64_t n);  // x: q8_0
+float dot_q4_1(const void* w, const void* x, int64_t n);  // x: q8_1
+float dot_q5_1(const void* w, const void* x, int64_t n);  // x: q8_1
+float dot_q2_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float dot_q3_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float dot_q4_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float dot_q5_K(const void* w, const void* x, int64_t n);  // x: q8_K
+float dot_q6_K(const void* w, const void* x, int64_t n);  // x: q8_K
+
+}  // namespace colibri::ref

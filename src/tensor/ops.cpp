@@ -1,0 +1,105 @@
+// ops.h on top of the kernel table: every function here looks its type up in
+// the table; none switches on a type.
+#include "tensor/ops.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "tensor/half.h"
+#include "tensor/kernels/dispatch.h"
+
+namespace colibri {
+
+DType activation_type(DType weight, Precision p) {
+  return p == Precision::kReference ? DType::F32 : type_traits(weight).vec_dot_type;
+}
+
+size_t activation_bytes(DType weight, Precision p, int64_t n) {
+  return row_bytes(activation_type(weight, p), n);
+}
+
+void quantize_activation(DType weight, Precision p, const float* x, void* dst, int64_t n) {
+  const DType a = activation_type(weight, p);
+  CLB_ASSERT(n % dtype_info(a).block_size == 0);
+  active_kernel_table().quantize[slot(a)](x, dst, n);
+}
+
+namespace {
+
+// Under kReference a weight row is first dequantized to F32; F32 weights need
+// no such step and take the plain F32 dot either way.
+bool dequantizes_rows(const TensorView& w, Precision p) {
+  return p == Precision::kReference && w.type != DType::F32;
+}
+
+}  // namespace
+
+void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int64_t r0, int64_t r1,
+                 float* scratch) {
+  CLB_ASSERT(r0 >= 0 && r0 <= r1 && r1 <= w.n_rows());
+  const KernelTable& k = active_kernel_table();
+  const int64_t n = w.ne[0];
+  if (dequantizes_rows(w, p)) {
+    const DequantizeFn dequantize = type_traits(w.type).dequantize;
+    const DotFn dot = k.dot[slot(DType::F32)];
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize(w.row(r), scratch, n);
+      y[r - r0] = dot(scratch, xq, n);
+    }
+    return;
+  }
+  const DotFn dot = k.dot[slot(w.type)];
+  CLB_ASSERT(dot != nullptr);
+  for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot(w.row(r), xq, n);
+}
+
+void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_stride, int64_t n_tok,
+                 float* y, size_t y_stride, int64_t r0, int64_t r1, float* scratch) {
+  CLB_ASSERT(r0 >= 0 && r0 <= r1 && r1 <= w.n_rows() && n_tok >= 0);
+  const KernelTable& k = active_kernel_table();
+  const int64_t n = w.ne[0];
+  const auto* x = static_cast<const uint8_t*>(xq);
+  if (dequantizes_rows(w, p)) {
+    // One dequantization per row, reused for every token.
+    const DequantizeFn dequantize = type_traits(w.type).dequantize;
+    const DotFn dot = k.dot[slot(DType::F32)];
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize(w.row(r), scratch, n);
+      for (int64_t t = 0; t < n_tok; ++t) y[t * y_stride + (r - r0)] = dot(scratch, x + t * xq_stride, n);
+    }
+    return;
+  }
+  // Tiles of kRows weight rows x kTokens tokens: the tile's weights (a few KB
+  // for typical rows) stay in L1 while every token of the group reads them.
+  constexpr int64_t kRows = 16, kTokens = 8;
+  const size_t w_stride = w.row_stride();
+  if (const TileFn tile = k.tile[slot(w.type)]) {
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kTokens)
+      for (int64_t rb = r0; rb < r1; rb += kRows)
+        tile(w.row(rb), w_stride, std::min(kRows, r1 - rb), x + t0 * xq_stride, xq_stride,
+             std::min(kTokens, n_tok - t0), n, y + t0 * y_stride + (rb - r0), y_stride);
+    return;
+  }
+  const DotFn dot = k.dot[slot(w.type)];
+  CLB_ASSERT(dot != nullptr);
+  for (int64_t t0 = 0; t0 < n_tok; t0 += kTokens) {
+    const int64_t t1 = std::min(n_tok, t0 + kTokens);
+    for (int64_t rb = r0; rb < r1; rb += kRows) {
+      const int64_t re = std::min(r1, rb + kRows);
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t r = rb; r < re; ++r) y[t * y_stride + (r - r0)] = dot(w.row(r), x + t * xq_stride, n);
+    }
+  }
+}
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  CLB_ASSERT(n % dtype_info(t).block_size == 0);
+  type_traits(t).dequantize(src, dst, n);
+}
+
+float fp16_to_fp32(uint16_t h) { return half_to_float(h); }
+uint16_t fp32_to_fp16(float f) { return float_to_half(f); }
+float bf16_to_fp32(uint16_t h) { return bf16_to_float(h); }
+uint16_t fp32_to_bf16(float f) { return float_to_bf16(f); }
+
+}  // namespace colibri

@@ -1,0 +1,136 @@
+// Quant block layouts, byte-for-byte those of ggml (ggml-common.h), so a GGUF
+// tensor's bytes can be read in place as arrays of these structs.
+//
+// Halves are stored as raw IEEE binary16 bits (uint16_t); see tensor/half.h.
+#pragma once
+
+#include <cstdint>
+
+namespace colibri {
+
+constexpr int kQK = 32;    // elements per block of the legacy quants
+constexpr int kQK_K = 256; // elements per super-block of the K-quants
+
+// x = (q - 8) * d, q in 0..15. Element j in the low nibble of qs[j], element
+// j + 16 in the high nibble.
+struct block_q4_0 {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+// x = q * d + m.
+struct block_q4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK / 2];
+};
+// x = (q - 16) * d, q in 0..31; bit j of qh is the fifth bit of element j.
+struct block_q5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+// x = q * d + m.
+struct block_q5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+// x = q * d.
+struct block_q8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+// Activations for q4_1/q5_1: s = d * sum(qs) carries the min term.
+struct block_q8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[kQK];
+};
+
+// 16 sub-blocks of 16: x = d * (scales[i] & 0xF) * q - dmin * (scales[i] >> 4),
+// q in 0..3.
+struct block_q2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+// 16 sub-blocks of 16 with 6-bit signed scales (packed in 12 bytes, bias 32):
+// x = d * (scale - 32) * (q - 4 * !hbit), q in 0..3.
+struct block_q3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+// 8 sub-blocks of 32 with 6-bit scales and mins packed in 12 bytes:
+// x = d * sc * q - dmin * m, q in 0..15.
+struct block_q4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+// As q4_K with a fifth bit per element in qh.
+struct block_q5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+// 16 sub-blocks of 16: x = d * scales[i] * (q - 32), q in 0..63 (4 low bits in
+// ql, 2 high bits in qh).
+struct block_q6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+// Activations for the K-quants: bsums[i] = sum of qs[16 i .. 16 i + 15].
+struct block_q8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+
+static_assert(sizeof(block_q4_0) == 18);
+static_assert(sizeof(block_q4_1) == 20);
+static_assert(sizeof(block_q5_0) == 22);
+static_assert(sizeof(block_q5_1) == 24);
+static_assert(sizeof(block_q8_0) == 34);
+static_assert(sizeof(block_q8_1) == 36);
+static_assert(sizeof(block_q2_K) == 84);
+static_assert(sizeof(block_q3_K) == 110);
+static_assert(sizeof(block_q4_K) == 144);
+static_assert(sizeof(block_q5_K) == 176);
+static_assert(sizeof(block_q6_K) == 210);
+static_assert(sizeof(block_q8_K) == 292);
+
+// The 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block: bytes
+// 0..3 hold scales 0..3 (low 6 bits), 4..7 mins 0..3; 8..11 hold the low
+// nibbles of scales/mins 4..7, whose two high bits sit in the top bits of
+// bytes 0..3 (scales) and 4..7 (mins).
+inline void k4_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// The 16 6-bit scales of a q3_K block, bias 32 removed: scale i has its low
+// nibble in byte i (i < 8, low nibble) or byte i - 8 (high nibble), and its two
+// high bits in byte 8 + i % 4 at bit 2 * (i / 4).
+inline void q3k_scales(const uint8_t* s, int8_t out[16]) {
+  for (int i = 0; i < 16; ++i) {
+    int lo = i < 8 ? (s[i] & 0xF) : (s[i - 8] >> 4);
+    int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+    out[i] = static_cast<int8_t>((lo | (hi << 4)) - 32);
+  }
+}
+
+}  // namespace colibri

@@ -1,6 +1,6 @@
 """Trains the colibri demo model: a small qwen3moe on War and Peace.
 
-    nice -n 10 /usr/bin/python3 tools/train/train.py --steps 1400
+    nice -n 10 /usr/bin/python3 tools/train/train.py --steps 450
 
 Writes tools/train/out/tokenizer.json, out/ckpt.pt (latest), out/final.pt and
 prints the train / held-out loss curve. Everything is seeded: the same data,
@@ -64,12 +64,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--text", default=DEFAULT_TEXT)
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
-    ap.add_argument("--steps", type=int, default=1400)
+    ap.add_argument("--steps", type=int, default=450)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=60)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--aux-coef", type=float, default=0.01)
-    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()

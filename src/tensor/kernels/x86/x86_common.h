@@ -1,0 +1,478 @@
+// x86 kernels shared by the AVX2 and AVX-512 builds, on 256-bit vectors.
+//
+// Included by exactly one .cpp per ISA, each compiled with its own -m flags;
+// everything here has internal linkage so the two builds never merge. With
+// CLB_X86_VNNI the int8 products use AVX512-VNNI (vpdpbusd/vpdpwssd on ymm),
+// otherwise AVX2's vpmaddubsw + vpmaddwd.
+//
+// Each dot computes the scalar reference's per-block integer sums exactly;
+// only the order of the float additions differs.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tensor/half.h"
+#include "tensor/kernels/kernel_table.h"
+#include "tensor/quant_blocks.h"
+
+#ifndef CLB_X86_VNNI
+#error "define CLB_X86_VNNI before including x86_common.h"
+#endif
+
+namespace colibri {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// int32 lanes += sum of 4 adjacent u8 * s8 products.
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if CLB_X86_VNNI
+  return _mm256_dpbusd_epi32(acc, u, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+// int32 lanes += sum of 4 adjacent s8 * s8 products (|values| <= 127 on one
+// side, so |x| as u8 times sign-moved y never saturates vpmaddubsw).
+inline __m256i dot_s8s8(__m256i acc, __m256i x, __m256i y) {
+  return dot_u8s8(acc, _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+// int32 lanes += (u8 * s8 pair sums as int16) * scales16, pairwise.
+inline __m256i dot_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i scales16) {
+  const __m256i p = _mm256_maddubs_epi16(u, s);
+#if CLB_X86_VNNI
+  return _mm256_dpwssd_epi32(acc, p, scales16);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales16));
+#endif
+}
+
+// Scales for a 32-element run made of two 16-element sub-blocks.
+inline __m256i scales_pair(int s0, int s1) {
+  return _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(s0)), _mm_set1_epi16(static_cast<int16_t>(s1)));
+}
+
+// 16 bytes of nibbles -> 32 bytes: low nibbles first, then high nibbles.
+inline __m256i nibbles_32(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i v = _mm256_setr_m128i(b, _mm_srli_epi16(b, 4));
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+// 32 bits -> 32 bytes, 0xFF where the bit is set.
+inline __m256i bits_32(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i mask = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// ---- legacy 32-element blocks ----
+
+float dot_q8_0(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q8_0*>(w);
+  const auto* y = static_cast<const block_q8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i s = dot_s8s8(_mm256_setzero_si256(), load32(x[i].qs), load32(y[i].qs));
+    const __m256 d = _mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_0(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q4_0*>(w);
+  const auto* y = static_cast<const block_q8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i q = _mm256_sub_epi8(nibbles_32(x[i].qs), _mm256_set1_epi8(8));
+    const __m256i s = dot_s8s8(_mm256_setzero_si256(), q, load32(y[i].qs));
+    const __m256 d = _mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q5_0(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q5_0*>(w);
+  const auto* y = static_cast<const block_q8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    // q - 16 as int8: a clear fifth bit sets the top nibble (nibble - 16).
+    const __m256i hi = _mm256_andnot_si256(bits_32(x[i].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+    const __m256i q = _mm256_or_si256(nibbles_32(x[i].qs), hi);
+    const __m256i s = dot_s8s8(_mm256_setzero_si256(), q, load32(y[i].qs));
+    const __m256 d = _mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_1(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q4_1*>(w);
+  const auto* y = static_cast<const block_q8_1*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i s = dot_u8s8(_mm256_setzero_si256(), nibbles_32(x[i].qs), load32(y[i].qs));
+    const __m256 d = _mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    summs += half_to_float(x[i].m) * half_to_float(y[i].s);
+  }
+  return hsum(acc) + summs;
+}
+
+float dot_q5_1(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q5_1*>(w);
+  const auto* y = static_cast<const block_q8_1*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i hi = _mm256_and_si256(bits_32(x[i].qh), _mm256_set1_epi8(0x10));
+    const __m256i q = _mm256_or_si256(nibbles_32(x[i].qs), hi);
+    const __m256i s = dot_u8s8(_mm256_setzero_si256(), q, load32(y[i].qs));
+    const __m256 d = _mm256_set1_ps(half_to_float(x[i].d) * half_to_float(y[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    summs += half_to_float(x[i].m) * half_to_float(y[i].s);
+  }
+  return hsum(acc) + summs;
+}
+
+// ---- K-quants: per super-block an int32 vector of scale * q * x sums ----
+
+// sum over the 16 sub-blocks of scale_i * bsum_i.
+inline int scaled_bsums(const int16_t* bsums, const int8_t* scales16) {
+  const __m256i b = load32(bsums);
+  const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales16)));
+  const __m256i p = _mm256_madd_epi16(b, s);
+  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+  return _mm_cvtsi128_si32(r);
+}
+
+float dot_q2_K(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q2_K*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t sc[16], mn[16];
+    for (int j = 0; j < 16; ++j) {
+      sc[j] = static_cast<int8_t>(x[i].scales[j] & 0xF);
+      mn[j] = static_cast<int8_t>(x[i].scales[j] >> 4);
+    }
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(x[i].qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+        const int sb = 8 * h + 2 * k;
+        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)), scales_pair(sc[sb], sc[sb + 1]));
+      }
+    }
+    const float dy = y[i].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * half_to_float(x[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    summs += dy * half_to_float(x[i].dmin) * scaled_bsums(y[i].bsums, mn);
+  }
+  return hsum(acc) - summs;
+}
+
+float dot_q3_K(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q3_K*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t sc[16];
+    q3k_scales(x[i].scales, sc);
+    const __m256i hm = load32(x[i].hmask);
+    // Values are q2 + 4 * hbit - 4: dot the unsigned q2 + 4 * hbit, then take
+    // 4 * scale * bsum off each sub-block.
+    __m256i isum = _mm256_setr_epi32(-4 * scaled_bsums(y[i].bsums, sc), 0, 0, 0, 0, 0, 0, 0);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load32(x[i].qs + 32 * h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
+        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
+        const __m256i v = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+        const int sb = 8 * h + 2 * k;
+        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)), scales_pair(sc[sb], sc[sb + 1]));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
+// q4_K and q5_K: 8 sub-blocks of 32 with 6-bit scales and mins.
+template <bool kFifthBit, typename Block>
+float dot_k4(const Block* x, const block_q8_K* y, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint8_t sc[8];
+    int8_t mn16[16];
+    for (int j = 0; j < 8; ++j) {
+      uint8_t m;
+      k4_scale_min(j, x[i].scales, &sc[j], &m);
+      mn16[2 * j] = mn16[2 * j + 1] = static_cast<int8_t>(m);  // 6-bit: fits int8
+    }
+    __m256i isum = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kFifthBit) qh = load32(x[i].qh);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = load32(x[i].qs + 32 * j);
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFifthBit) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+      }
+      isum = dot_u8s8_scaled(isum, lo, load32(y[i].qs + 64 * j), _mm256_set1_epi16(sc[2 * j]));
+      isum = dot_u8s8_scaled(isum, hi, load32(y[i].qs + 64 * j + 32), _mm256_set1_epi16(sc[2 * j + 1]));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+    summs += half_to_float(x[i].dmin) * y[i].d * scaled_bsums(y[i].bsums, mn16);
+  }
+  return hsum(acc) - summs;
+}
+
+float dot_q4_K(const void* w, const void* xv, int64_t n) {
+  return dot_k4<false>(static_cast<const block_q4_K*>(w), static_cast<const block_q8_K*>(xv), n);
+}
+float dot_q5_K(const void* w, const void* xv, int64_t n) {
+  return dot_k4<true>(static_cast<const block_q5_K*>(w), static_cast<const block_q8_K*>(xv), n);
+}
+
+float dot_q6_K(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_q6_K*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int8_t* sc = x[i].scales;
+    // Values are q - 32 with q in 0..63: dot q, take 32 * scale * bsum off.
+    __m256i isum = _mm256_setr_epi32(-32 * scaled_bsums(y[i].bsums, sc), 0, 0, 0, 0, 0, 0, 0);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load32(x[i].ql + 64 * h), ql1 = load32(x[i].ql + 64 * h + 32);
+      const __m256i qh = load32(x[i].qh + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(ql0, m4), _mm256_and_si256(ql1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4)};
+      for (int k = 0; k < 4; ++k) {
+        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3);
+        const __m256i v = _mm256_or_si256(lows[k], _mm256_slli_epi16(hb, 4));
+        const int sb = 8 * h + 2 * k;
+        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)), scales_pair(sc[sb], sc[sb + 1]));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
+// ---- float types: four 8-wide F32 accumulators, scalar tail ----
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load_bf16x8(const uint16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+inline __m256 load_f32x8(const float* p) { return _mm256_loadu_ps(p); }
+
+template <typename T, __m256 (*Load)(const T*), float (*ToFloat)(T)>
+float dot_float8(const void* w, const void* xv, int64_t n) {
+  const T* a = static_cast<const T*>(w);
+  const T* b = static_cast<const T*>(xv);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(Load(a + i + 8 * k), Load(b + i + 8 * k), acc[k]);
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(Load(a + i), Load(b + i), acc[0]);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) s += ToFloat(a[i]) * ToFloat(b[i]);
+  return s;
+}
+
+inline float f32_id(float f) { return f; }
+
+float dot_f32(const void* w, const void* x, int64_t n) { return dot_float8<float, load_f32x8, f32_id>(w, x, n); }
+float dot_f16(const void* w, const void* x, int64_t n) {
+  return dot_float8<uint16_t, load_f16x8, half_to_float>(w, x, n);
+}
+float dot_bf16(const void* w, const void* x, int64_t n) {
+  return dot_float8<uint16_t, load_bf16x8, bf16_to_float>(w, x, n);
+}
+
+// ---- activation quantizers, bit-equal to kernels/ref ----
+
+// roundf (ties away from zero) from round-to-nearest-even: where v sits
+// exactly halfway and RNE went toward zero, step away instead.
+inline __m256 round_half_away(__m256 v) {
+  const __m256 rne = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 half = _mm256_or_ps(_mm256_set1_ps(0.5f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+  const __m256 tie_toward_zero = _mm256_cmp_ps(_mm256_sub_ps(v, rne), half, _CMP_EQ_OQ);
+  return _mm256_blendv_ps(rne, _mm256_add_ps(v, half), tie_toward_zero);
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// 32 floats of one block -> 32 int8 (roundf(x * id)); returns sum of them.
+inline int quantize_block32(const float* x, float id, int8_t* out) {
+  const __m256 mul = _mm256_set1_ps(id);
+  __m256i q[4];
+  for (int k = 0; k < 4; ++k)
+    q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), mul)));
+  const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+  // packs interleave 128-bit lanes; the permute restores element order.
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+  return _mm_cvtsi128_si32(r);
+}
+
+inline float block_amax32(const float* x) {
+  __m256 m = abs_ps(_mm256_loadu_ps(x));
+  for (int k = 1; k < 4; ++k) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + 8 * k)));
+  return hmax(m);
+}
+
+void quantize_q8_0(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    const float d = block_amax32(src) / 127;
+    y[i].d = float_to_half(d);
+    quantize_block32(src, d != 0.0f ? 1.0f / d : 0.0f, y[i].qs);
+  }
+}
+
+void quantize_q8_1(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q8_1*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    const float d = block_amax32(src) / 127;
+    y[i].d = float_to_half(d);
+    const int sum = quantize_block32(src, d != 0.0f ? 1.0f / d : 0.0f, y[i].qs);
+    y[i].s = float_to_half(static_cast<float>(sum) * d);
+  }
+}
+
+void quantize_q8_K(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q8_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < kQK_K; k += 8) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(src + k)));
+    const float amax = hmax(m);
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(y[i]));
+      continue;
+    }
+    // The reference keeps the first element of largest magnitude (its sign
+    // sets the scale's sign).
+    int j = 0;
+    while (std::fabs(src[j]) != amax) ++j;
+    const float iscale = -127.f / src[j];
+    const __m256 mul = _mm256_set1_ps(iscale);
+    for (int k = 0; k < kQK_K; k += 16) {
+      __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + k), mul));
+      __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(src + k + 8), mul));
+      a = _mm256_min_epi32(a, _mm256_set1_epi32(127));
+      b = _mm256_min_epi32(b, _mm256_set1_epi32(127));
+      const __m256i s = _mm256_add_epi32(a, b);
+      __m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+      r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+      r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+      y[i].bsums[k / 16] = static_cast<int16_t>(_mm_cvtsi128_si32(r));
+      const __m256i p = _mm256_packs_epi32(a, b);  // 16 x int16, lane-interleaved
+      const __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+      // p8 holds a0..3 b0..3 a4..7 b4..7 -> restore order a0..7 b0..7.
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + k),
+                       _mm_shuffle_epi8(p8, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15)));
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+void quantize_f16(const float* src, void* dst, int64_t n) {
+  auto* h = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) h[i] = float_to_half(src[i]);
+}
+
+// Integer round-to-nearest-even on the bits (hardware bf16 conversions flush
+// subnormals, the reference does not).
+void quantize_bf16(const float* src, void* dst, int64_t n) {
+  auto* h = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                              _mm256_set1_epi32(0x7F800000));
+    const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, nan, is_nan);
+    const __m256i p = _mm256_packus_epi32(r, r);  // per lane: r0..3 r0..3 | r4..7 r4..7
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i),
+                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08)));
+  }
+  for (; i < n; ++i) h[i] = float_to_bf16(src[i]);
+}
+
+// The entries every x86 level shares (AVX-512 overrides some afterwards).
+void add_common_x86_kernels(KernelTable& t) {
+  t.dot[slot(DType::F32)] = dot_f32;
+  t.dot[slot(DType::F16)] = dot_f16;
+  t.dot[slot(DType::BF16)] = dot_bf16;
+  t.dot[slot(DType::Q4_0)] = dot_q4_0;
+  t.dot[slot(DType::Q4_1)] = dot_q4_1;
+  t.dot[slot(DType::Q5_0)] = dot_q5_0;
+  t.dot[slot(DType::Q5_1)] = dot_q5_1;
+  t.dot[slot(DType::Q8_0)] = dot_q8_0;
+  t.dot[slot(DType::Q2_K)] = dot_q2_K;
+  t.dot[slot(DType::Q3_K)] = dot_q3_K;
+  t.dot[slot(DType::Q4_K)] = dot_q4_K;
+  t.dot[slot(DType::Q5_K)] = dot_q5_K;
+  t.dot[slot(DType::Q6_K)] = dot_q6_K;
+  t.quantize[slot(DType::F16)] = quantize_f16;
+  t.quantize[slot(DType::BF16)] = quantize_bf16;
+  t.quantize[slot(DType::Q8_0)] = quantize_q8_0;
+  t.quantize[slot(DType::Q8_1)] = quantize_q8_1;
+  t.quantize[slot(DType::Q8_K)] = quantize_q8_K;
+}
+
+}  // namespace
+}  // namespace colibri

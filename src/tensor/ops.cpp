@@ -48,6 +48,12 @@ void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int
     }
     return;
   }
+  // A tile kernel streams several rows at once (more loads in flight) and
+  // gives the dot kernel's values exactly.
+  if (const TileFn tile = k.tile[slot(w.type)]) {
+    if (r1 > r0) tile(w.row(r0), w.row_stride(), r1 - r0, static_cast<const uint8_t*>(xq), 0, 1, n, y, 0);
+    return;
+  }
   const DotFn dot = k.dot[slot(w.type)];
   CLB_ASSERT(dot != nullptr);
   for (int64_t r = r0; r < r1; ++r) y[r - r0] = dot(w.row(r), xq, n);

@@ -1,10 +1,198 @@
 // AVX-512 (F, BW, VL, DQ, VNNI, BF16) kernels: x86_common.h with VNNI int8
-// products, plus 512-bit float dots.
+// products, plus 512-bit float dots and, for the weight types that take q8_0
+// activations, a rows x tokens int8 GEMM tile used for both matvec and prefill.
 #define CLB_X86_VNNI 1
+// GCC 12 flags the deliberately undefined vectors inside its own AVX-512
+// intrinsics as uninitialized (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "tensor/kernels/x86/x86_common.h"
 
 namespace colibri {
+namespace {
 
-void add_avx512_kernels(KernelTable& t) { add_common_x86_kernels(t); }
+// ---- float types: 16-wide, masked tails ----
+
+float dot_f32_512(const void* w, const void* xv, int64_t n) {
+  const auto* a = static_cast<const float*>(w);
+  const auto* b = static_cast<const float*>(xv);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+float dot_f16_512(const void* w, const void* xv, int64_t n) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  const auto* b = static_cast<const uint16_t*>(xv);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  auto ld = [](const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(ld(a + i), ld(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(ld(a + i + 16), ld(b + i + 16), acc1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i)),
+                           _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// vdpbf16ps: pairs of bf16 products summed into F32 lanes (the products are
+// exact in F32; the instruction treats subnormal inputs as zero).
+float dot_bf16_512(const void* w, const void* xv, int64_t n) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  const auto* b = static_cast<const uint16_t*>(xv);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  auto ld = [](const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); };
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    acc0 = _mm512_dpbf16_ps(acc0, ld(a + i), ld(b + i));
+    acc1 = _mm512_dpbf16_ps(acc1, ld(a + i + 32), ld(b + i + 32));
+  }
+  for (; i < n; i += 32) {
+    const __mmask32 m = n - i >= 32 ? ~0u : static_cast<__mmask32>((1u << (n - i)) - 1);
+    acc0 = _mm512_dpbf16_ps(acc0, (__m512bh)_mm512_maskz_loadu_epi16(m, a + i),
+                            (__m512bh)_mm512_maskz_loadu_epi16(m, b + i));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// ---- q8_0-activation weights: an R x T register tile, two blocks per step ----
+//
+// Weights are made unsigned (u = q + kOffset) for vpdpbusd; per token the
+// lanes start at -kOffset * (sum of 4 activations), so each lane ends exact
+// and a block's 8 lanes add up to its signed integer dot. Every (row, token)
+// pair runs the same instruction sequence whatever R and T are, so the 1 x 1
+// tile (the dot kernel) and larger tiles give identical results.
+
+struct Q8_0Weights {
+  using Block = block_q8_0;
+  static constexpr int kOffset = 128;
+  static __m256i unpack(const Block& b) { return _mm256_xor_si256(load32(b.qs), _mm256_set1_epi8(static_cast<char>(0x80))); }
+};
+struct Q4_0Weights {
+  using Block = block_q4_0;
+  static constexpr int kOffset = 8;
+  static __m256i unpack(const Block& b) { return nibbles_32(b.qs); }
+};
+struct Q5_0Weights {
+  using Block = block_q5_0;
+  static constexpr int kOffset = 16;
+  static __m256i unpack(const Block& b) {
+    return _mm256_or_si256(nibbles_32(b.qs), _mm256_and_si256(bits_32(b.qh), _mm256_set1_epi8(0x10)));
+  }
+};
+
+// Two 8-lane halves: a for block b, b2 for block b + 1 (or zero).
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m512 join_scales(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+
+template <typename W, int R, int T>
+void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb, float* y,
+               size_t y_stride) {
+  using Block = typename W::Block;
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(W::kOffset));
+  const __m256i zero = _mm256_setzero_si256();
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool two = b + 1 < nb;
+    __m512i a[T], a_off[T];
+    __m512 da[T];
+    for (int t = 0; t < T; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride) + b;
+      a[t] = join(load32(xb[0].qs), two ? load32(xb[1].qs) : zero);
+      a_off[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, _mm512_sub_epi8(_mm512_setzero_si512(), a[t]));
+      da[t] = join_scales(half_to_float(xb[0].d), two ? half_to_float(xb[1].d) : 0.0f);
+    }
+    for (int r = 0; r < R; ++r) {
+      const Block* wb = reinterpret_cast<const Block*>(w + r * w_stride) + b;
+      const __m512i u = join(W::unpack(wb[0]), two ? W::unpack(wb[1]) : zero);
+      const __m512 dw = join_scales(half_to_float(wb[0].d), two ? half_to_float(wb[1].d) : 0.0f);
+      for (int t = 0; t < T; ++t) {
+        const __m512i s = _mm512_dpbusd_epi32(a_off[t], u, a[t]);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[t]), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+constexpr int kTileRows = 4, kTileTokens = 4;
+
+template <typename W>
+struct Q8_0Family {
+  using Fn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, float*, size_t);
+
+  template <int R, int... Ts>
+  static constexpr void fill_row(Fn (&f)[kTileRows][kTileTokens], std::integer_sequence<int, Ts...>) {
+    ((f[R - 1][Ts] = q8_0_tile<W, R, Ts + 1>), ...);
+  }
+  template <int... Rs>
+  static constexpr void fill(Fn (&f)[kTileRows][kTileTokens], std::integer_sequence<int, Rs...>) {
+    (fill_row<Rs + 1>(f, std::make_integer_sequence<int, kTileTokens>{}), ...);
+  }
+  static const Fn (&table())[kTileRows][kTileTokens] {
+    static const auto t = [] {
+      struct {
+        Fn f[kTileRows][kTileTokens];
+      } s{};
+      fill(s.f, std::make_integer_sequence<int, kTileRows>{});
+      return s;
+    }();
+    return t.f;
+  }
+
+  static float dot(const void* w, const void* x, int64_t n) {
+    float y;
+    q8_0_tile<W, 1, 1>(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, n / kQK, &y, 0);
+    return y;
+  }
+
+  static void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride, int64_t nt,
+                   int64_t n, float* y, size_t y_stride) {
+    const auto& f = table();
+    for (int64_t t = 0; t < nt; t += kTileTokens) {
+      const int64_t tn = std::min<int64_t>(kTileTokens, nt - t);
+      for (int64_t r = 0; r < nr; r += kTileRows) {
+        const int64_t rn = std::min<int64_t>(kTileRows, nr - r);
+        f[rn - 1][tn - 1](w + r * w_stride, w_stride, x + t * x_stride, x_stride, n / kQK, y + t * y_stride + r,
+                          y_stride);
+      }
+    }
+  }
+};
+
+template <typename W>
+void add_q8_0_family(KernelTable& t, DType type) {
+  t.dot[slot(type)] = Q8_0Family<W>::dot;
+  t.tile[slot(type)] = Q8_0Family<W>::tile;
+}
+
+}  // namespace
+
+void add_avx512_kernels(KernelTable& t) {
+  add_common_x86_kernels(t);
+  t.dot[slot(DType::F32)] = dot_f32_512;
+  t.dot[slot(DType::F16)] = dot_f16_512;
+  t.dot[slot(DType::BF16)] = dot_bf16_512;
+  add_q8_0_family<Q8_0Weights>(t, DType::Q8_0);
+  add_q8_0_family<Q4_0Weights>(t, DType::Q4_0);
+  add_q8_0_family<Q5_0Weights>(t, DType::Q5_0);
+}
 
 }  // namespace colibri

@@ -12,7 +12,9 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "tensor/half.h"
 #include "tensor/kernels/kernel_table.h"

@@ -1,8 +1,26 @@
 #include "base/thread_pool.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "base/error.h"
 
 namespace colibri {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a worker spins on the next job before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
@@ -11,7 +29,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -22,43 +40,51 @@ void ThreadPool::chunk(int index, int64_t* b, int64_t* e) const {
   int64_t per = blocks / n_threads_, extra = blocks % n_threads_;
   int64_t first = index * per + (index < extra ? index : extra);
   int64_t count = per + (index < extra ? 1 : 0);
-  *b = first * grain_;
-  *e = (first + count) * grain_;
-  if (*e > n_) *e = n_;
-  if (*b > n_) *b = n_;
+  *b = std::min(first * grain_, n_);
+  *e = std::min((first + count) * grain_, n_);
 }
 
 void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
+  thunk_ = thunk;
+  ctx_ = ctx;
+  n_ = n;
+  grain_ = grain < 1 ? 1 : grain;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
+    // The lock pairs with the sleepers' predicate check, so none misses the bump.
     std::lock_guard<std::mutex> lock(mu_);
-    thunk_ = thunk;
-    ctx_ = ctx;
-    n_ = n;
-    grain_ = grain < 1 ? 1 : grain;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  start_cv_.notify_all();
+  if (sleeping_.load(std::memory_order_acquire) > 0) start_cv_.notify_all();
   int64_t b, e;
   chunk(0, &b, &e);
   if (b < e) thunk(ctx, b, e, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    lock.unlock();
+    auto start = std::chrono::steady_clock::now();
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+      cpu_relax();
+      if (++spins % 1024 == 0 && std::chrono::steady_clock::now() - start > kSpin) {
+        std::unique_lock<std::mutex> lock(mu_);
+        sleeping_.fetch_add(1);
+        start_cv_.wait(lock, [&] {
+          return stop_.load() || generation_.load(std::memory_order_acquire) != seen;
+        });
+        sleeping_.fetch_sub(1);
+        break;
+      }
+    }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     int64_t b, e;
     chunk(index, &b, &e);
     if (b < e) thunk_(ctx_, b, e, index);
-    lock.lock();
-    if (--pending_ == 0) done_cv_.notify_one();
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -216,7 +216,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
       }
       std::string_view frag = text.substr(f.offset, f.length);
       if (!utf8_is_valid(frag)) {
-        repaired = utf8_replace_invalid_bytes(frag);
+        repaired = utf8_sanitize(frag);
         frag = repaired;
       }
       words.clear();

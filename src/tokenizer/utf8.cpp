@@ -87,7 +87,7 @@ bool utf8_is_valid(std::string_view s) {
   return true;
 }
 
-std::string utf8_replace_invalid_bytes(std::string_view s) {
+std::string utf8_sanitize(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
   uint32_t cp = 0;
@@ -99,23 +99,6 @@ std::string utf8_replace_invalid_bytes(std::string_view s) {
     } else {
       out.append(s.substr(pos, n));
       pos += n;
-    }
-  }
-  return out;
-}
-
-std::string utf8_sanitize(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t pos = 0; pos < s.size();) {
-    size_t need = 0;
-    const size_t n = conforming_prefix(s, pos, &need);
-    if (need != 0 && n == need) {
-      out.append(s.substr(pos, n));
-      pos += n;
-    } else {
-      utf8_append(out, kReplacementChar);
-      pos += n == 0 ? 1 : n;
     }
   }
   return out;

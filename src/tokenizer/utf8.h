@@ -1,6 +1,5 @@
-// UTF-8 helpers shared by the tokenizers: decoding with the two repair
-// policies the tokenizers need, and the boundary a streaming printer must wait
-// at.
+// UTF-8 helpers shared by the tokenizers: strict decoding, the repair policy
+// llama.cpp applies, and the boundary a streaming printer must wait at.
 #pragma once
 
 #include <cstddef>
@@ -27,13 +26,10 @@ void utf8_append(std::string& out, uint32_t cp);
 bool utf8_is_valid(std::string_view s);
 
 // Replaces every byte that starts no well-formed sequence with U+FFFD, one
-// replacement per byte: what llama.cpp's code point decoder does to a prompt
-// before byte-level BPE sees it.
-std::string utf8_replace_invalid_bytes(std::string_view s);
-
-// Replaces each maximal ill-formed subpart with one U+FFFD (the Unicode
-// recommendation, also Python's errors="replace"): for displaying decoded
-// bytes.
+// replacement per byte. This is what llama.cpp's code point decoder does to a
+// prompt before byte-level BPE sees it, and how the golden outputs render
+// detokenized text (a truncated 3-byte sequence shows as two U+FFFD, not the
+// one that Python's errors="replace" would give).
 std::string utf8_sanitize(std::string_view s);
 
 // Length of the longest prefix of s that does not end inside a sequence which

@@ -103,6 +103,13 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   type_traits(t).dequantize(src, dst, n);
 }
 
+void quantize_weights(DType t, const float* src, void* dst, int64_t n) {
+  const QuantizeFn q = type_traits(t).quantize_weights;
+  CLB_CHECK(q != nullptr, "quantize_weights: no quantizer for type %s", dtype_name(t));
+  CLB_ASSERT(n % dtype_info(t).block_size == 0);
+  q(src, dst, n);
+}
+
 float fp16_to_fp32(uint16_t h) { return half_to_float(h); }
 uint16_t fp32_to_fp16(float f) { return float_to_half(f); }
 float bf16_to_fp32(uint16_t h) { return bf16_to_float(h); }

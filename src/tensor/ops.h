@@ -60,6 +60,11 @@ Isa active_isa();
 // while other threads run kernels.
 void set_kernel_isa(Isa isa);
 
+// Quantizes n F32 weights to type t as ggml's reference quantizers do
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1). Throws Error for a type
+// without one.
+void quantize_weights(DType t, const float* src, void* dst, int64_t n);
+
 // Conversions used around the kernels.
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);

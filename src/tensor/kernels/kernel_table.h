@@ -40,6 +40,7 @@ struct KernelTable {
 struct TypeTraits {
   DequantizeFn dequantize = nullptr;  // scalar reference, exactly ggml's
   DType vec_dot_type = DType::F32;    // activation type under Precision::kNative
+  QuantizeFn quantize_weights = nullptr;  // F32 -> this type; null where not written
 };
 const TypeTraits& type_traits(DType t);
 

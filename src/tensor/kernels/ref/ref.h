@@ -31,6 +31,12 @@ void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void quantize_q8_K(const float* src, void* dst, int64_t n);
 
+// Weight quantizers (ggml's quantize_row_*_ref); q8_0 is quantize_q8_0.
+void quantize_weights_q4_0(const float* src, void* dst, int64_t n);
+void quantize_weights_q4_1(const float* src, void* dst, int64_t n);
+void quantize_weights_q5_0(const float* src, void* dst, int64_t n);
+void quantize_weights_q5_1(const float* src, void* dst, int64_t n);
+
 // ggml's nearest_int: round to nearest, ties to even, for |x| < 2^22.
 int nearest_int(float x);
 

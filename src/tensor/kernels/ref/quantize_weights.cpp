@@ -1,0 +1,111 @@
+// Reference weight quantizers: ggml's quantize_row_q4_0_ref, _q4_1_ref,
+// _q5_0_ref and _q5_1_ref (q8_0 shares the activation quantizer), for writing
+// model files and for tests.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "tensor/half.h"
+#include "tensor/kernels/ref/ref.h"
+#include "tensor/quant_blocks.h"
+
+namespace colibri::ref {
+
+namespace {
+
+// The element of largest magnitude (the first, on ties), with its sign.
+float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j)
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  return max;
+}
+
+void min_max(const float* x, int n, float* min, float* max) {
+  *min = FLT_MAX;
+  *max = -FLT_MAX;
+  for (int j = 0; j < n; ++j) {
+    if (x[j] < *min) *min = x[j];
+    if (x[j] > *max) *max = x[j];
+  }
+}
+
+int clamp_max(int v, int hi) { return v < hi ? v : hi; }
+
+}  // namespace
+
+// d = max / -8 so the largest magnitude lands exactly on q = 0.
+void quantize_weights_q4_0(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q4_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    const float d = signed_absmax(src, kQK) / -8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = float_to_half(d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int q0 = clamp_max(static_cast<int8_t>(src[j] * id + 8.5f), 15);
+      const int q1 = clamp_max(static_cast<int8_t>(src[j + kQK / 2] * id + 8.5f), 15);
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void quantize_weights_q4_1(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q4_1*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    float min, max;
+    min_max(src, kQK, &min, &max);
+    const float d = (max - min) / 15;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = float_to_half(d);
+    y[i].m = float_to_half(min);
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int q0 = clamp_max(static_cast<int8_t>((src[j] - min) * id + 0.5f), 15);
+      const int q1 = clamp_max(static_cast<int8_t>((src[j + kQK / 2] - min) * id + 0.5f), 15);
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void quantize_weights_q5_0(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q5_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    const float d = signed_absmax(src, kQK) / -16;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = float_to_half(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int q0 = clamp_max(static_cast<int8_t>(src[j] * id + 16.5f), 31);
+      const int q1 = clamp_max(static_cast<int8_t>(src[j + kQK / 2] * id + 16.5f), 31);
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+      qh |= static_cast<uint32_t>((q0 & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + kQK / 2);
+    }
+    std::memcpy(y[i].qh, &qh, 4);
+  }
+}
+
+void quantize_weights_q5_1(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q5_1*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    float min, max;
+    min_max(src, kQK, &min, &max);
+    const float d = (max - min) / 31;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = float_to_half(d);
+    y[i].m = float_to_half(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int q0 = static_cast<uint8_t>((src[j] - min) * id + 0.5f);
+      const int q1 = static_cast<uint8_t>((src[j + kQK / 2] - min) * id + 0.5f);
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+      qh |= static_cast<uint32_t>((q0 & 0x10) >> 4) << j;
+      qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + kQK / 2);
+    }
+    std::memcpy(y[i].qh, &qh, 4);
+  }
+}
+
+}  // namespace colibri::ref

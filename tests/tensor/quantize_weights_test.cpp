@@ -1,0 +1,70 @@
+// Reference weight quantizers: quantize -> dequantize error bounds that follow
+// from each format (half a step, one step where the top code is clamped, plus
+// the fp16 rounding of d and m), and a clear error for types without one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "base/error.h"
+#include "tensor_test_util.h"
+
+namespace colibri {
+namespace {
+
+struct Case {
+  DType type;
+  bool has_min;  // q = round((x - min) / d), else q = round(x / d) + offset
+  int levels;    // 16 or 32
+};
+
+TEST(QuantizeWeights, RoundTripBounds) {
+  std::mt19937 rng(41);
+  for (Case c : {Case{DType::Q4_0, false, 16}, Case{DType::Q4_1, true, 16}, Case{DType::Q5_0, false, 32},
+                 Case{DType::Q5_1, true, 32}, Case{DType::Q8_0, false, 255}}) {
+    const int64_t n = 4096;
+    std::vector<float> x = testing::random_activations(n, rng, 0.05f);
+    for (int j = 0; j < 32; ++j) x[j] = 0.0f;  // an all-zero block
+    x[100] = 3.0f;                             // an outlier block
+    std::vector<uint8_t> q(row_bytes(c.type, n));
+    quantize_weights(c.type, x.data(), q.data(), n);
+    const std::vector<float> y = testing::dequantized(c.type, q.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float lo = x[b * 32], hi = lo, amax = 0;
+      for (int j = 0; j < 32; ++j) {
+        lo = std::fmin(lo, x[b * 32 + j]);
+        hi = std::fmax(hi, x[b * 32 + j]);
+        amax = std::fmax(amax, std::fabs(x[b * 32 + j]));
+      }
+      // The step: (max - min) / (levels - 1) with a min, else amax / (levels / 2)
+      // (q8_0: amax / 127). Symmetric types clamp the code opposite the
+      // largest magnitude, which can cost a whole step.
+      const double step = c.has_min ? (hi - lo) / (c.levels - 1.0)
+                                    : amax / (c.type == DType::Q8_0 ? 127.0 : c.levels / 2.0);
+      const double slack = (c.levels + 1) * step * 0x1p-11 + (c.has_min ? std::fabs(lo) * 0x1p-11 : 0.0);
+      const double bound = (c.has_min || c.type == DType::Q8_0 ? 0.5 : 1.0) * step * (1 + 1e-6) + slack + 1e-30;
+      for (int j = 0; j < 32; ++j) {
+        const int64_t i = b * 32 + j;
+        ASSERT_LE(std::fabs(static_cast<double>(x[i]) - y[i]), bound) << dtype_name(c.type) << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(QuantizeWeights, FloatTypesAreConversions) {
+  const float x[4] = {1.0f, -0.1f, 65504.0f, 1e-8f};
+  uint16_t h[4];
+  quantize_weights(DType::F16, x, h, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(h[i], fp32_to_fp16(x[i]));
+  quantize_weights(DType::BF16, x, h, 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(h[i], fp32_to_bf16(x[i]));
+}
+
+TEST(QuantizeWeights, KQuantsReportMissingQuantizer) {
+  std::vector<float> x(256, 1.0f);
+  std::vector<uint8_t> q(row_bytes(DType::Q4_K, 256));
+  EXPECT_THROW(quantize_weights(DType::Q4_K, x.data(), q.data(), 256), Error);
+}
+
+}  // namespace
+}  // namespace colibri

@@ -112,7 +112,7 @@ class Tokenizer:
         for i, t in enumerate(self.tokens):
             self.token_to_id.setdefault(t, i)
         self.rank = {m: r for r, m in enumerate(self.merges)}
-        self.eot_id = self.token_to_id[EOT]
+        self.eot_id = self.token_to_id.get(EOT)
         self.cache = {}
 
     @classmethod

@@ -45,14 +45,17 @@ def dequantize_q8_0(raw, n):
     return (q * d).reshape(-1)
 
 
+# ggml type -> (values per block, bytes per block), for the types whose
+# sizes the reader needs to locate tensors; only F32/F16/Q8_0 are decoded.
+BLOCK_SIZES = {GGML_F32: (1, 4), GGML_F16: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+               GGML_Q8_0: (32, 34), 30: (1, 2)}
+
+
 def tensor_nbytes(ggml_type, n):
-    if ggml_type == GGML_F32:
-        return 4 * n
-    if ggml_type == GGML_F16:
-        return 2 * n
-    if ggml_type == GGML_Q8_0:
-        return n // QK8_0 * Q8_0_BLOCK_BYTES
-    raise ValueError(f"unsupported ggml type {ggml_type}")
+    if ggml_type not in BLOCK_SIZES:
+        raise ValueError(f"unsupported ggml type {ggml_type}")
+    per_block, nbytes = BLOCK_SIZES[ggml_type]
+    return n // per_block * nbytes
 
 
 def _pack_string(s):
@@ -154,6 +157,9 @@ class Reader:
                 raise ValueError(f"tensor {name}: offset {offset} not aligned to {alignment}")
             n = int(np.prod(ne))
             start = data_start + offset
+            if ggml_type not in BLOCK_SIZES:
+                self.tensors[name] = (ne, ggml_type, None)
+                continue
             end = start + tensor_nbytes(ggml_type, n)
             if end > len(self.buf):
                 raise ValueError(f"tensor {name}: data runs past end of file")

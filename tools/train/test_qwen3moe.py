@@ -3,6 +3,7 @@
     /usr/bin/python3 tools/train/test_qwen3moe.py
 """
 
+import json
 import os
 import tempfile
 import unittest
@@ -170,6 +171,71 @@ class GgufTest(unittest.TestCase):
         self.assertEqual(r.tensors["t.f32"][0], [32, 3])
         self.assertTrue(np.array_equal(r.array("t.f32"), a))
         self.assertLess(np.abs(r.array("t.q8") - a).max(), a.max() / 127)
+
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "golden")
+
+
+def golden(name):
+    path = os.path.join(GOLDEN, name)
+    if not os.path.exists(path):
+        raise unittest.SkipTest(f"{path} absent: the shared golden data is not beside this checkout")
+    return path
+
+
+class GoldenTest(unittest.TestCase):
+    """The reference and our GGUF reader against llama.cpp's outputs on
+    qwen3moe models it ran (../shared/golden, see its README)."""
+
+    def check_model(self, gguf_name, json_name):
+        from gguf_model import load_gguf
+        model, _, _ = load_gguf(golden(gguf_name), dtype=torch.float64)
+        with open(golden(json_name)) as f:
+            ref = json.load(f)
+        k = model.c.n_expert_used
+        worst = 0.0
+        for case in ref["cases"]:
+            with torch.no_grad():
+                logits, probs, _ = model(torch.tensor([case["tokens"]]))
+            for t, row in enumerate(case["prompt_top"]):
+                for tid, value in row:
+                    err = abs(logits[0, t, tid].item() - value) / max(1.0, abs(value))
+                    worst = max(worst, err)
+                for layer, experts in enumerate(case["experts"][t]):
+                    if case["router_gap"][t][layer] > 1e-3:
+                        ours = probs[layer][t].topk(k).indices.tolist()
+                        self.assertEqual(set(ours), set(experts), f"{case['name']} pos {t} layer {layer}")
+            self.assertEqual(logits[0, -1].argmax().item(), case["gen_tokens"][0])
+        self.assertLess(worst, 1e-4, f"{gguf_name}: worst relative logit error {worst}")
+
+    def test_qwen3moe_f32(self):
+        self.check_model("qwen3moe-f32.gguf", "qwen3moe-f32.json")
+
+    def test_qwen3moe_q8_0_dequantized(self):
+        self.check_model("qwen3moe-q8_0.gguf", "qwen3moe-q8_0.dequant-f32.json")
+
+    def test_q8_0_requantizes_to_the_ggml_bytes(self):
+        # The golden file was written with ggml's reference quantizer; its
+        # dequantized values must quantize back to exactly the stored blocks.
+        r = gguf.Reader(golden("qwen3moe-q8_0.gguf"))
+        names = [n for n, (_, t, _) in r.tensors.items() if t == gguf.GGML_Q8_0]
+        self.assertGreater(len(names), 5)
+        for name in names:
+            self.assertEqual(gguf.quantize_q8_0(r.array(name)), r.tensors[name][2], name)
+
+    def test_gpt2_tokenizer_matches_llama_cpp(self):
+        # Full GPT-2 vocabulary (50257) and a cut one (4096), both gpt-2 pre-tokenizer.
+        for gguf_name, json_name in [("qwen3moe-q4_0.gguf", "qwen3moe-q4_0.json"),
+                                     ("qwen2moe-f32.gguf", "qwen2moe-f32.json")]:
+            r = gguf.Reader(golden(gguf_name))
+            self.assertEqual(r.kv["tokenizer.ggml.pre"], "gpt-2")
+            tok = bpe.Tokenizer(r.kv["tokenizer.ggml.tokens"],
+                                [m.split(" ") for m in r.kv["tokenizer.ggml.merges"]])
+            with open(golden(json_name)) as f:
+                ref = json.load(f)
+            self.assertFalse(ref["vocab"]["add_bos"])
+            for case in ref["cases"]:
+                self.assertEqual(tok.encode(case["prompt"]), case["tokens"], f"{gguf_name} {case['name']}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Trains the colibri demo model: a small qwen3moe on War and Peace.
 
-    nice -n 10 /usr/bin/python3 tools/train/train.py --steps 450
+    OMP_WAIT_POLICY=PASSIVE nice -n 10 /usr/bin/python3 tools/train/train.py
 
 Writes tools/train/out/tokenizer.json, out/ckpt.pt (latest), out/final.pt and
 prints the train / held-out loss curve. Everything is seeded: the same data,
@@ -64,14 +64,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--text", default=DEFAULT_TEXT)
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
-    ap.add_argument("--steps", type=int, default=450)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--aux-coef", type=float, default=0.01)
-    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokenizer", help="reuse a tokenizer.json written by an earlier run of the same text "
+                    "(BPE training is deterministic, this only saves its minute)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -81,8 +83,12 @@ def main():
     with open(args.text, encoding="utf-8") as f:
         train_text, held_text = split_text(f.read())
     t0 = time.time()
-    tokens, merges = bpe.train(train_text, 4096)
-    tok = bpe.Tokenizer(tokens, merges)
+    if args.tokenizer:
+        tok = bpe.Tokenizer.load(args.tokenizer)
+        tokens, merges = tok.tokens, tok.merges
+    else:
+        tokens, merges = bpe.train(train_text, 4096)
+        tok = bpe.Tokenizer(tokens, merges)
     tok.save(os.path.join(args.out, "tokenizer.json"))
     train_ids = torch.tensor(tok.encode(train_text), dtype=torch.long)
     held_ids = torch.tensor(tok.encode(held_text), dtype=torch.long)

@@ -1,0 +1,81 @@
+// Kernel throughput in GB/s of weight bytes: matvec_rows (decode) and
+// matmul_rows with 8 tokens (prefill) for every weight type and ISA, over a
+// matrix larger than the caches. Not a test; run it by hand:
+//   build/tests/tensor/bench_kernels --benchmark_filter=q4_0
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace colibri {
+namespace {
+
+constexpr int64_t kRowLen = 4096;
+constexpr size_t kMatrixBytes = size_t{64} << 20;
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+Matrix make_matrix(DType t) {
+  Matrix m;
+  const int64_t rows = static_cast<int64_t>(kMatrixBytes / row_bytes(t, kRowLen));
+  m.bytes.resize(row_bytes(t, kRowLen) * rows);
+  // Valid weights: random F32 values quantized where a quantizer exists,
+  // random bytes with small fp16 scales otherwise (scale bytes are not read
+  // for their value here, only their cost).
+  std::mt19937 rng(1);
+  for (auto& b : m.bytes) b = static_cast<uint8_t>(rng() & 0x3B);
+  m.view.data = m.bytes.data();
+  m.view.type = t;
+  m.view.ne[0] = kRowLen;
+  m.view.ne[1] = rows;
+  return m;
+}
+
+void run(benchmark::State& state, DType t, Isa isa, int64_t n_tok) {
+  if (!isa_supported(isa)) {
+    state.SkipWithError("ISA not supported here");
+    return;
+  }
+  set_kernel_isa(isa);
+  const Matrix m = make_matrix(t);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> g;
+  std::vector<float> x(kRowLen * n_tok);
+  for (auto& v : x) v = g(rng);
+  const size_t xs = activation_bytes(t, Precision::kNative, kRowLen);
+  std::vector<uint8_t> xq(xs * n_tok);
+  for (int64_t k = 0; k < n_tok; ++k)
+    quantize_activation(t, Precision::kNative, x.data() + k * kRowLen, xq.data() + k * xs, kRowLen);
+  const int64_t rows = m.view.n_rows();
+  std::vector<float> y(rows * n_tok), scratch(kRowLen);
+  for (auto _ : state) {
+    if (n_tok == 1)
+      matvec_rows(m.view, Precision::kNative, xq.data(), y.data(), 0, rows, scratch.data());
+    else
+      matmul_rows(m.view, Precision::kNative, xq.data(), xs, n_tok, y.data(), rows, 0, rows, scratch.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(m.bytes.size()));
+}
+
+const int kRegistered = [] {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                  DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+      for (int64_t n_tok : {1, 8}) {
+        const std::string name = std::string(n_tok == 1 ? "matvec/" : "matmul8/") + dtype_name(t) + "/" + isa_name(isa);
+        benchmark::RegisterBenchmark(name.c_str(), run, t, isa, n_tok)->Unit(benchmark::kMillisecond);
+      }
+  return 0;
+}();
+
+}  // namespace
+}  // namespace colibri
+
+BENCHMARK_MAIN();

@@ -43,6 +43,15 @@ struct ExpertStoreStats {
   uint64_t hits = 0;       // served without waiting on a load
   uint64_t bytes_read = 0; // bytes read from disk by the store itself
   double io_wait_s = 0;    // time acquire() spent waiting on loads
+  // Streaming stores only.
+  uint64_t loads = 0;           // slabs read from disk
+  uint64_t prefetch_loads = 0;  // of those, started by a prefetch
+  uint64_t evictions = 0;
+  double read_busy_s = 0;       // wall time with reads in flight: disk GB/s = bytes_read / this
+  // Next-layer prediction (prefetch_predicted): recall = pred_hits / pred_acquires.
+  uint64_t pred_experts = 0;    // experts named by predictions
+  uint64_t pred_acquires = 0;   // acquires in layer visits that had a prediction
+  uint64_t pred_hits = 0;       // of those, experts the prediction named
 };
 
 class ExpertStore {
@@ -53,6 +62,13 @@ class ExpertStore {
   virtual void release(int layer, int expert) {}
   // A hint that these experts of `layer` will be asked for soon.
   virtual void prefetch(int layer, std::span<const int> experts) {}
+  // Whether the store wants the next MoE layer's experts guessed ahead of
+  // routing (moe/predict.h); then the transformer passes each guess to
+  // prefetch_predicted(), and the store scores it against what it acquires.
+  virtual bool wants_prediction() const { return false; }
+  virtual void prefetch_predicted(int layer, std::span<const int> experts) {
+    prefetch(layer, experts);
+  }
   virtual ExpertStoreStats stats() const = 0;
   virtual const char* name() const = 0;
 };

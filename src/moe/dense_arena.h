@@ -1,0 +1,50 @@
+// The dense weights, copied out of the model file into anonymous memory.
+//
+// Every view of ModelWeights but the expert stacks is read with pread into one
+// arena and re-pointed there; the file ranges are then dropped from the page
+// cache. After this nothing dense is read through the mapping, so the page
+// cache holds no second copy the budget does not count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace colibri {
+
+class GgufFile;
+struct ModelWeights;
+
+class DenseArena {
+ public:
+  DenseArena() = default;
+  DenseArena(DenseArena&& o) noexcept { swap(o); }
+  DenseArena& operator=(DenseArena&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  DenseArena(const DenseArena&) = delete;
+  DenseArena& operator=(const DenseArena&) = delete;
+  ~DenseArena();
+
+  size_t bytes() const { return bytes_; }
+
+  // Bytes the arena for w would take (each tensor 64-byte aligned).
+  static uint64_t bytes_needed(const GgufFile& f, const ModelWeights& w);
+  // Reads w's dense tensors from f's file and re-points w's views. Throws
+  // Error (file changed, short read).
+  static DenseArena load(const GgufFile& f, ModelWeights& w);
+
+ private:
+  void swap(DenseArena& o) noexcept {
+    uint8_t* d = data_;
+    size_t b = bytes_;
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    o.data_ = d;
+    o.bytes_ = b;
+  }
+  uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace colibri

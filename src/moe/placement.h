@@ -1,0 +1,95 @@
+// Placement: where each part of a model lives under a memory budget, and the
+// factory that builds the expert store that keeps it there.
+//
+// The budget holds, in this order: the dense weights (attention, norms,
+// embeddings, routers, shared experts), copied into anonymous memory; the KV
+// cache and scratch the caller states; the pinned hot experts (from the
+// routing history); and cache slots for the rest. Outside it is a fixed
+// overhead the plan states: the process itself, the mapped metadata at the
+// start of the file (tokenizer strings), and the page cache of buffered reads
+// in flight. Peak memory, page cache charged to us included, stays under
+// budget + overhead.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "moe/cache_policy.h"
+#include "moe/expert_store.h"
+
+namespace colibri {
+
+class GgufFile;
+struct ModelConfig;
+struct ModelWeights;
+
+struct ExpertStoreOptions {
+  uint64_t mem_budget = 0;  // bytes; 0: the cgroup limit or MemAvailable, less the overhead
+  std::string policy = kDefaultCachePolicy;  // "lru" | "lfu-decay"
+  bool prefetch = true;     // load the next layer's predicted experts early
+  bool o_direct = false;    // read experts with O_DIRECT (else buffered + fadvise DONTNEED)
+  std::string io = "uring"; // "uring" | "pread"
+  int io_depth = 32;        // reads in flight (pread: threads, at most 16)
+  std::string history_dir;  // "": $XDG_CACHE_HOME/colibri or ~/.cache/colibri
+  bool no_history = false;
+  int slots_per_layer = 0;  // > 0: exactly this many cache slots per MoE layer (tests)
+};
+
+// Process memory besides what the plan places (code, libraries, thread
+// stacks, allocator slack); part of the fixed overhead.
+inline constexpr uint64_t kProcessOverheadBytes = 48ull << 20;
+
+struct Plan {
+  uint64_t budget = 0;
+  std::string budget_source;   // "--mem", "cgroup v1 limit 8.00 GiB", ...
+  uint64_t dense_bytes = 0;    // resident dense weights
+  uint64_t other_bytes = 0;    // KV cache and scratch, as the caller stated
+  uint64_t slab_bytes = 0;     // one slot
+  int n_moe_layers = 0, n_expert = 0, n_expert_used = 0;
+  uint64_t expert_bytes = 0;   // all routed experts in the file
+  int n_pinned = 0;
+  int n_slots = 0;             // cache slots besides the pinned ones
+  bool all_experts_fit = false;
+  bool from_history = false;   // pinned set and expectations from routing counts
+  std::string history_path;    // "" without history
+  uint64_t metadata_bytes = 0; // the mapped start of the file
+  uint64_t inflight_bytes = 0; // page cache of buffered reads in flight
+  uint64_t fixed_overhead = 0; // process + metadata + inflight: outside the budget
+  double disk_bytes_per_token = 0;  // expected, decoding one token
+  double hit_rate = 0;              // expected
+  std::string policy, io;
+  bool o_direct = false, prefetch = false;
+  std::string notes;           // fallbacks the store took
+  std::vector<int32_t> pinned; // keys (layer * n_expert + expert)
+
+  uint64_t used_bytes() const {
+    return dense_bytes + other_bytes + static_cast<uint64_t>(n_pinned + n_slots) * slab_bytes;
+  }
+  std::string describe() const;
+};
+
+// "4G", "512M", "2.5GiB", "100k", "123" (bytes); units are powers of 1024.
+// Throws Error on anything else.
+uint64_t parse_size(const std::string& s);
+std::string format_size(double bytes);
+
+// The memory this process may use: the smallest of the cgroup v1
+// memory.limit_in_bytes, the cgroup v2 memory.max and MemAvailable. *source
+// says which.
+uint64_t detect_memory_limit(std::string* source);
+
+// The placement, without touching the weights. Throws Error when the budget
+// is too small, saying how much is needed.
+Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,
+               const ModelWeights& w, uint64_t other_bytes);
+
+// Plans, copies the dense weights into anonymous memory (pread, then
+// fadvise DONTNEED on the file ranges) and points w's views at the copy, then
+// builds the store for the experts. The returned store owns that memory: it
+// must outlive every use of w. Throws Error.
+std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, const GgufFile& f,
+                                               const ModelConfig& cfg, ModelWeights& w,
+                                               uint64_t other_bytes, Plan* plan_out = nullptr);
+
+}  // namespace colibri

@@ -1,0 +1,368 @@
+#include "moe/streaming_store.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/sys.h"
+#include "moe/history.h"
+
+namespace colibri {
+
+namespace {
+
+constexpr size_t kPage = 4096;  // O_DIRECT alignment of offsets, lengths and buffers
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// The three stacks of a layer with their file offsets.
+struct Part {
+  const TensorView* stack;
+  uint64_t offset;
+};
+void layer_parts(const ExpertTensors& t, Part out[3]) {
+  out[0] = {&t.gate_exps, t.gate_offset};
+  out[1] = {&t.up_exps, t.up_offset};
+  out[2] = {&t.down_exps, t.down_offset};
+}
+
+// Whether O_DIRECT reads work on this file (some file systems accept the flag
+// at open and refuse the reads).
+bool direct_reads_work(int fd) {
+  void* buf = std::aligned_alloc(kPage, kPage);
+  const bool ok = pread(fd, buf, kPage, 0) >= 0;
+  std::free(buf);
+  return ok;
+}
+
+}  // namespace
+
+size_t StreamingExpertStore::slot_bytes(const std::vector<ExpertTensors>& layers, bool o_direct) {
+  size_t most = 0;
+  for (const ExpertTensors& t : layers) {
+    if (!t.gate_exps.data) continue;
+    Part parts[3];
+    layer_parts(t, parts);
+    size_t bytes = 0;
+    // A covering aligned range is at most one page longer than the part rounded up.
+    for (const Part& p : parts) bytes += round_up(p.stack->slab_bytes(), kPage) + (o_direct ? kPage : 0);
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
+StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t file_size,
+                                           std::vector<ExpertTensors> layers, int n_expert,
+                                           const StreamingOptions& o)
+    : path_(path), file_size_(file_size), layers_(std::move(layers)),
+      n_layer_(static_cast<int>(layers_.size())), n_expert_(n_expert), predict_(o.predict),
+      history_path_(o.history_path) {
+  CLB_CHECK(n_expert_ >= 1, "%s: a streaming store needs a MoE model", path.c_str());
+  CLB_CHECK(o.n_slots >= 1, "the expert cache needs at least one slot, got %d", o.n_slots);
+  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CLB_CHECK(fd_ >= 0, "%s: %s", path.c_str(), std::strerror(errno));
+  struct stat st {};
+  CLB_CHECK(fstat(fd_, &st) == 0, "%s: %s", path.c_str(), std::strerror(errno));
+  CLB_CHECK(static_cast<uint64_t>(st.st_size) == file_size_,
+            "%s: the file is %lld bytes, not the %llu it had when opened: it changed underneath",
+            path.c_str(), static_cast<long long>(st.st_size),
+            static_cast<unsigned long long>(file_size_));
+  mtime_ = st.st_mtim;
+  // Slabs are read whole and exactly once per load: read-ahead would only
+  // fill the page cache with the neighbours we do not want.
+  posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
+  if (o.o_direct) {
+    direct_fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (direct_fd_ < 0 || !direct_reads_work(direct_fd_)) {
+      notes_ = strprintf("O_DIRECT does not work on %s (%s); buffered reads with fadvise instead",
+                         path.c_str(), std::strerror(errno));
+      if (direct_fd_ >= 0) close(direct_fd_);
+      direct_fd_ = -1;
+    }
+  }
+  for (const ExpertTensors& t : layers_) {
+    if (!t.gate_exps.data) continue;
+    Part parts[3];
+    layer_parts(t, parts);
+    for (const Part& p : parts) {
+      CLB_CHECK(p.stack->ne[2] == n_expert_, "%s: an expert stack has %lld experts, expected %d",
+                path.c_str(), static_cast<long long>(p.stack->ne[2]), n_expert_);
+      CLB_CHECK(p.offset + p.stack->slab_bytes() * n_expert_ <= file_size_,
+                "%s: an expert stack at byte %llu runs past the end of the file", path.c_str(),
+                static_cast<unsigned long long>(p.offset));
+    }
+  }
+
+  const size_t n_keys = static_cast<size_t>(n_layer_) * n_expert_;
+  for (int32_t key : o.pinned)
+    CLB_CHECK(key >= 0 && static_cast<size_t>(key) < n_keys &&
+                  layers_[key / n_expert_].gate_exps.data,
+              "pinned expert key %d is not a routed expert of this model", key);
+  n_pinned_ = static_cast<int>(o.pinned.size());
+  n_cache_ = o.n_slots;
+  const int n_total = n_pinned_ + n_cache_;
+  slot_bytes_ = slot_bytes(layers_, direct_fd_ >= 0);
+  CLB_CHECK(slot_bytes_ > 0, "%s: the model has no routed experts to stream", path.c_str());
+  pool_bytes_ = slot_bytes_ * n_total;
+  // Anonymous and untouched until a slot is first filled.
+  void* p = mmap(nullptr, pool_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CLB_CHECK(p != MAP_FAILED, "cannot reserve %zu bytes for %d expert slots: %s", pool_bytes_,
+            n_total, std::strerror(errno));
+  pool_ = static_cast<uint8_t*>(p);
+  slots_.resize(n_total);
+  ops_.resize(static_cast<size_t>(n_total) * kParts);
+  where_.assign(n_keys, -1);
+  counts_ = o.history.size() == n_keys ? o.history : std::vector<uint64_t>(n_keys, 0);
+  pred_mark_.assign(n_keys, 0);
+  layer_pred_.assign(n_layer_, 0);
+  policy_ = make_cache_policy(o.policy, n_cache_);
+  std::string io_note;
+  io_ = make_io_engine(o.io, o.io_depth, static_cast<int>(ops_.size()), &StreamingExpertStore::on_read,
+                       this, &io_note);
+  if (!io_note.empty()) notes_ += (notes_.empty() ? "" : "; ") + io_note;
+
+  // The hot set: all loads in flight at once, then wait for them.
+  std::unique_lock<std::mutex> lock(mu_);
+  for (int i = 0; i < n_pinned_; ++i) {
+    slots_[i].pinned = true;
+    if (where_[o.pinned[i]] < 0) start_load(i, o.pinned[i], false);
+  }
+  cv_.wait(lock, [&] { return loading_ == 0; });
+  for (int i = 0; i < n_pinned_; ++i)
+    CLB_CHECK(slots_[i].state != State::kFailed, "%s: loading pinned expert %d: %s", path.c_str(),
+              slots_[i].key, slots_[i].error);
+}
+
+StreamingExpertStore::~StreamingExpertStore() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return loading_ == 0; });
+  }
+  io_.reset();
+  if (pool_) munmap(pool_, pool_bytes_);
+  if (fd_ >= 0) close(fd_);
+  if (direct_fd_ >= 0) close(direct_fd_);
+  if (!history_path_.empty()) {
+    try {
+      save_history(history_path_, n_layer_, n_expert_, counts_);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "colibri: warning: %s\n", e.what());
+    }
+  }
+}
+
+void StreamingExpertStore::check_file() const {
+  struct stat st {};
+  CLB_CHECK(fstat(fd_, &st) == 0, "%s: %s", path_.c_str(), std::strerror(errno));
+  CLB_CHECK(static_cast<uint64_t>(st.st_size) == file_size_ && st.st_mtim.tv_sec == mtime_.tv_sec &&
+                st.st_mtim.tv_nsec == mtime_.tv_nsec,
+            "%s: the model file changed while in use (%llu bytes when opened, %lld now%s); "
+            "restart to load the new file",
+            path_.c_str(), static_cast<unsigned long long>(file_size_),
+            static_cast<long long>(st.st_size),
+            static_cast<uint64_t>(st.st_size) == file_size_ ? ", modified in place" : "");
+}
+
+void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
+  auto* self = static_cast<StreamingExpertStore*>(ctx);
+  std::lock_guard<std::mutex> lock(self->mu_);
+  Slot& s = self->slots_[op.tag];
+  if (error && !s.failed) {
+    s.failed = true;
+    std::snprintf(s.error, sizeof s.error, "%s", error);
+  }
+  if (--s.pending > 0) return;
+  s.state = s.failed ? State::kFailed : State::kReady;
+  --self->loading_;
+  self->cv_.notify_all();
+}
+
+void StreamingExpertStore::enter_layer(int layer) {
+  if (active_layer_ >= 0 && active_layer_ != layer) layer_pred_[active_layer_] = 0;
+  active_layer_ = layer;
+  ++visit_;
+}
+
+int StreamingExpertStore::pick_victim(bool for_prefetch) const {
+  int best = -1, fallback = -1;
+  double best_score = 0, fallback_score = 0;
+  for (int i = n_pinned_; i < static_cast<int>(slots_.size()); ++i) {
+    const Slot& s = slots_[i];
+    if (s.state == State::kEmpty || s.state == State::kFailed) return i;
+    if (s.users > 0 || s.state == State::kLoading) continue;
+    const double sc = policy_->score(i - n_pinned_, now_);
+    // Slabs touched in this layer visit are about to be used (a prefetch of
+    // this layer named them): evict them only for a demand miss, and last.
+    if (s.visit < visit_) {
+      if (best < 0 || sc < best_score) best = i, best_score = sc;
+    } else if (!for_prefetch && (fallback < 0 || sc < fallback_score)) {
+      fallback = i, fallback_score = sc;
+    }
+  }
+  return best >= 0 ? best : fallback;
+}
+
+void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch) {
+  check_file();
+  Slot& s = slots_[slot];
+  if (s.key >= 0) {
+    where_[s.key] = -1;
+    if (s.state == State::kReady) ++stats_.evictions;
+  }
+  const int layer = key / n_expert_, expert = key % n_expert_;
+  Part parts[3];
+  layer_parts(layers_[layer], parts);
+  TensorView* views[3] = {&s.w.gate, &s.w.up, &s.w.down};
+  uint8_t* base = pool_ + static_cast<size_t>(slot) * slot_bytes_;
+  size_t at = 0;
+  for (int p = 0; p < kParts; ++p) {
+    const size_t len = parts[p].stack->slab_bytes();
+    const uint64_t off = parts[p].offset + static_cast<uint64_t>(expert) * len;
+    ReadOp& op = ops_[static_cast<size_t>(slot) * kParts + p];
+    op.tag = slot;
+    op.dst = base + at;
+    *views[p] = parts[p].stack->slab(expert);
+    if (direct_fd_ >= 0) {
+      const uint64_t a0 = off / kPage * kPage, a1 = round_up(off + len, kPage);
+      op.fd = direct_fd_;
+      op.offset = a0;
+      op.length = a1 - a0;
+      op.expected = std::min<uint64_t>(a1, file_size_) - a0;
+      op.drop_cache = false;
+      views[p]->data = op.dst + (off - a0);
+    } else {
+      op.fd = fd_;
+      op.offset = off;
+      op.length = op.expected = len;
+      op.drop_cache = true;
+      views[p]->data = op.dst;
+    }
+    at += round_up(op.length, kPage);
+  }
+  CLB_ASSERT(at <= slot_bytes_);
+  s.key = key;
+  s.state = State::kLoading;
+  s.failed = false;
+  s.pending = kParts;
+  s.visit = visit_;
+  s.error[0] = 0;
+  where_[key] = slot;
+  ++loading_;
+  ++stats_.loads;
+  if (by_prefetch) ++stats_.prefetch_loads;
+  if (!s.pinned) policy_->on_insert(slot - n_pinned_, now_);
+  for (int p = 0; p < kParts; ++p) io_->submit(&ops_[static_cast<size_t>(slot) * kParts + p]);
+}
+
+ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
+  CLB_ASSERT(layer >= 0 && layer < n_layer_ && expert >= 0 && expert < n_expert_);
+  CLB_ASSERT(layers_[layer].gate_exps.data != nullptr);
+  const int32_t key = layer * n_expert_ + expert;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (layer != active_layer_) enter_layer(layer);
+  ++now_;
+  ++stats_.requests;
+  ++counts_[key];
+  if (layer_pred_[layer] != 0) {
+    ++stats_.pred_acquires;
+    if (pred_mark_[key] == layer_pred_[layer]) ++stats_.pred_hits;
+  }
+  bool first_look = true;
+  for (;;) {
+    int slot = where_[key];
+    if (slot < 0) {
+      slot = pick_victim(false);
+      if (slot < 0) {
+        // Every slot is in use or loading: a load will finish.
+        CLB_CHECK(loading_ > 0, "the expert cache's %d slots are all in use; it needs more",
+                  n_cache_);
+        const double t0 = now_seconds();
+        cv_.wait(lock);
+        stats_.io_wait_s += now_seconds() - t0;
+        first_look = false;
+        continue;
+      }
+      start_load(slot, key, false);
+    }
+    Slot& s = slots_[slot];
+    if (s.state == State::kReady) {
+      if (first_look) ++stats_.hits;
+      ++s.users;
+      s.visit = visit_;
+      if (!s.pinned) policy_->on_access(slot - n_pinned_, now_);
+      return s.w;
+    }
+    if (s.state == State::kFailed) {
+      const std::string msg = s.error;
+      where_[key] = -1;
+      s.key = -1;
+      s.state = State::kEmpty;
+      fail("%s: reading layer %d expert %d: %s", path_.c_str(), layer, expert, msg.c_str());
+    }
+    first_look = false;
+    const double t0 = now_seconds();
+    cv_.wait(lock, [&] { return s.state != State::kLoading; });
+    stats_.io_wait_s += now_seconds() - t0;
+  }
+}
+
+void StreamingExpertStore::release(int layer, int expert) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int slot = where_[layer * n_expert_ + expert];
+  CLB_ASSERT(slot >= 0 && slots_[slot].users > 0);
+  --slots_[slot].users;
+}
+
+void StreamingExpertStore::prefetch_locked(int layer, std::span<const int> experts) {
+  for (int e : experts) {
+    CLB_ASSERT(e >= 0 && e < n_expert_);
+    const int32_t key = layer * n_expert_ + e;
+    if (where_[key] >= 0) {
+      slots_[where_[key]].visit = visit_;
+      continue;
+    }
+    const int slot = pick_victim(true);
+    if (slot < 0) return;  // the cache is full of slabs this step needs
+    start_load(slot, key, true);
+  }
+}
+
+void StreamingExpertStore::prefetch(int layer, std::span<const int> experts) {
+  CLB_ASSERT(layer >= 0 && layer < n_layer_ && layers_[layer].gate_exps.data != nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  // The exact experts of the layer about to run: a new visit of it.
+  enter_layer(layer);
+  prefetch_locked(layer, experts);
+}
+
+void StreamingExpertStore::prefetch_predicted(int layer, std::span<const int> experts) {
+  CLB_ASSERT(layer >= 0 && layer < n_layer_ && layers_[layer].gate_exps.data != nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  layer_pred_[layer] = ++pred_gen_;
+  for (int e : experts) pred_mark_[layer * n_expert_ + e] = pred_gen_;
+  stats_.pred_experts += experts.size();
+  if (predict_) prefetch_locked(layer, experts);
+}
+
+ExpertStoreStats StreamingExpertStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpertStoreStats s = stats_;
+  const IoEngineStats io = io_->stats();
+  s.bytes_read = io.bytes;
+  s.read_busy_s = io.busy_s;
+  return s;
+}
+
+std::vector<uint64_t> StreamingExpertStore::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+}  // namespace colibri

@@ -1,0 +1,131 @@
+// The streaming expert store: routed experts read from the model file into a
+// fixed pool of slots under a memory budget.
+//
+// The pool is one anonymous mapping of n_pinned + n_slots slots, each sized
+// for the largest slab (its gate, up and down matrices, each part starting on
+// a 4 KiB boundary). Pinned slots hold the learned hot set, loaded at start
+// and never evicted; the others are a cache under a CachePolicy. A slab is
+// read with one positioned read per part (IoEngine: io_uring or pread
+// threads), all in flight at once. With O_DIRECT each part's covering 4 KiB
+// range is read and the view points at the part inside it (GGUF data is only
+// 32-byte aligned); buffered reads are dropped from the page cache once
+// copied (fadvise DONTNEED), so the budget also bounds the page cache we add.
+//
+// Thread safety: acquire/release/prefetch come from the forward pass's thread;
+// completions arrive on I/O threads; one mutex guards the slot table.
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "moe/cache_policy.h"
+#include "moe/expert_store.h"
+#include "moe/io_engine.h"
+
+namespace colibri {
+
+struct StreamingOptions {
+  int n_slots = 1;               // cache slots, besides the pinned ones
+  std::vector<int32_t> pinned;   // keys (layer * n_expert + expert) to hold for good
+  std::string policy = kDefaultCachePolicy;
+  bool predict = false;          // wants_prediction(): load guessed experts of the next layer
+  bool o_direct = false;         // read around the page cache where the file system allows
+  std::string io = "uring";      // "uring" | "pread"
+  int io_depth = 32;
+  std::string history_path;      // counts saved here on destruction; empty: not saved
+  std::vector<uint64_t> history; // (n_layer, n_expert) counts to add to, or empty
+};
+
+class StreamingExpertStore : public ExpertStore {
+ public:
+  // `layers` as in ModelWeights::experts (offsets absolute in the file at
+  // `path`, whose size must be file_size). Throws Error.
+  StreamingExpertStore(const std::string& path, uint64_t file_size,
+                       std::vector<ExpertTensors> layers, int n_expert, const StreamingOptions& o);
+  ~StreamingExpertStore() override;
+
+  ExpertWeights acquire(int layer, int expert) override;
+  void release(int layer, int expert) override;
+  void prefetch(int layer, std::span<const int> experts) override;
+  bool wants_prediction() const override { return predict_; }
+  void prefetch_predicted(int layer, std::span<const int> experts) override;
+  ExpertStoreStats stats() const override;
+  const char* name() const override { return "stream"; }
+
+  // Bytes one slot needs for the largest slab of `layers`.
+  static size_t slot_bytes(const std::vector<ExpertTensors>& layers, bool o_direct);
+
+  int n_slots() const { return n_cache_; }
+  int n_pinned() const { return n_pinned_; }
+  size_t slot_size() const { return slot_bytes_; }
+  bool o_direct() const { return direct_fd_ >= 0; }
+  const char* io_name() const { return io_->name(); }
+  const char* policy_name() const { return policy_->name(); }
+  // What fell back and why ("O_DIRECT unsupported here: ..."), or empty.
+  const std::string& notes() const { return notes_; }
+  // History plus this run's acquires, per (layer, expert).
+  std::vector<uint64_t> counts() const;
+
+ private:
+  enum class State : uint8_t { kEmpty, kLoading, kReady, kFailed };
+  struct Slot {
+    int32_t key = -1;
+    State state = State::kEmpty;
+    bool pinned = false;
+    bool failed = false;   // a part failed; set while loading
+    int users = 0;         // acquire() without release()
+    int pending = 0;       // parts in flight
+    uint64_t visit = 0;    // layer visit of the last touch
+    ExpertWeights w;       // views into the slot once ready
+    char error[256] = {};
+  };
+  static constexpr int kParts = 3;  // gate, up, down
+
+  static void on_read(void* ctx, ReadOp& op, const char* error);
+  void check_file() const;
+  void enter_layer(int layer);
+  // The slot to fill; -1 if none may be evicted now.
+  int pick_victim(bool for_prefetch) const;
+  void start_load(int slot, int32_t key, bool by_prefetch);
+  void prefetch_locked(int layer, std::span<const int> experts);
+
+  std::string path_;
+  uint64_t file_size_;
+  std::vector<ExpertTensors> layers_;  // (n_layer)
+  int n_layer_, n_expert_;
+  int fd_ = -1, direct_fd_ = -1;
+  struct timespec mtime_ {};
+  bool predict_;
+  std::string notes_;
+  std::string history_path_;
+
+  int n_pinned_ = 0, n_cache_ = 0;
+  size_t slot_bytes_ = 0;
+  uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
+  size_t pool_bytes_ = 0;
+  std::vector<Slot> slots_;       // pinned first
+  std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot
+  std::vector<int32_t> where_;    // (n_layer, n_expert) -> slot or -1
+  std::vector<uint64_t> counts_;  // (n_layer, n_expert) history + acquires
+  std::vector<uint64_t> pred_mark_;  // (n_layer, n_expert): the prediction that named it
+  std::vector<uint64_t> layer_pred_; // (n_layer): the open prediction for the layer, 0: none
+  uint64_t pred_gen_ = 0;
+  std::unique_ptr<CachePolicy> policy_;  // over cache slots, indexed by slot - n_pinned
+  std::unique_ptr<IoEngine> io_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int loading_ = 0;       // slots in State::kLoading
+  int active_layer_ = -1;
+  uint64_t visit_ = 0;    // counts entries into a layer (acquire of a new layer, or prefetch)
+  uint64_t now_ = 0;      // acquire ticks, the policy's clock
+  ExpertStoreStats stats_;
+};
+
+}  // namespace colibri

@@ -1,0 +1,413 @@
+#include "chat/jinja_value.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "base/error.h"
+
+namespace colibri::jinja {
+
+Value* Dict::find(const std::string& key) {
+  for (auto& [k, v] : entries)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const Value* Dict::find(const std::string& key) const {
+  for (const auto& [k, v] : entries)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+void Dict::set(const std::string& key, Value v) {
+  if (Value* slot = find(key)) {
+    *slot = std::move(v);
+    return;
+  }
+  entries.emplace_back(key, std::move(v));
+}
+
+bool Dict::erase(const std::string& key) {
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    if (it->first == key) {
+      entries.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+Value Value::function(std::string name, std::function<Value(Args&)> fn) {
+  return Value(std::make_shared<Callable>(Callable{std::move(name), std::move(fn)}));
+}
+
+int64_t Value::as_int() const {
+  if (is_bool()) return as_bool() ? 1 : 0;
+  if (is_float()) return static_cast<int64_t>(std::get<double>(v_));
+  return std::get<int64_t>(v_);
+}
+
+double Value::as_number() const {
+  if (is_float()) return std::get<double>(v_);
+  return static_cast<double>(as_int());
+}
+
+bool Value::truthy() const {
+  switch (kind()) {
+    case Kind::Undefined:
+    case Kind::None: return false;
+    case Kind::Bool: return as_bool();
+    case Kind::Int: return as_int() != 0;
+    case Kind::Float: return as_number() != 0.0;
+    case Kind::String: return !as_string().empty();
+    case Kind::List: return !list().empty();
+    case Kind::Dict: return is_namespace() || !dict_ref().entries.empty();
+    case Kind::Callable: return true;
+  }
+  return false;
+}
+
+const char* Value::type_name() const {
+  switch (kind()) {
+    case Kind::Undefined: return "Undefined";
+    case Kind::None: return "NoneType";
+    case Kind::Bool: return "bool";
+    case Kind::Int: return "int";
+    case Kind::Float: return "float";
+    case Kind::String: return "str";
+    case Kind::List: return "list";
+    case Kind::Dict: return is_namespace() ? "Namespace" : "dict";
+    case Kind::Callable: return "function";
+  }
+  return "?";
+}
+
+std::string format_float(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
+  // Shortest round-trip digits in scientific form ("-1.2345e+02"), then laid
+  // out the way Python's repr does: positional for 1e-4 <= |d| < 1e16.
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);
+  bool neg = sci[0] == '-';
+  if (neg) sci.erase(0, 1);
+  size_t e = sci.find('e');
+  std::string digits = sci.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  int exp10 = std::stoi(sci.substr(e + 1));
+  std::string out = neg ? "-" : "";
+  if (exp10 < -4 || exp10 >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char ebuf[16];
+    std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
+    return out + ebuf;
+  }
+  if (exp10 < 0) return out + "0." + std::string(static_cast<size_t>(-exp10 - 1), '0') + digits;
+  size_t int_len = static_cast<size_t>(exp10) + 1;
+  if (digits.size() <= int_len) return out + digits + std::string(int_len - digits.size(), '0') + ".0";
+  return out + digits.substr(0, int_len) + "." + digits.substr(int_len);
+}
+
+static std::string repr_string(const std::string& s) {
+  bool has_single = s.find('\'') != std::string::npos;
+  bool has_double = s.find('"') != std::string::npos;
+  char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (unsigned char c : s) {
+    if (c == quote || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + quote;
+}
+
+std::string repr(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::String: return repr_string(v.as_string());
+    case Value::Kind::List: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.list().size(); i++) out += (i ? ", " : "") + repr(v.list()[i]);
+      return out + "]";
+    }
+    case Value::Kind::Dict: {
+      std::string out = v.is_namespace() ? "<Namespace {" : "{";
+      bool first = true;
+      for (const auto& [k, item] : v.dict_ref().entries) {
+        out += (first ? "" : ", ") + repr_string(k) + ": " + repr(item);
+        first = false;
+      }
+      return out + (v.is_namespace() ? "}>" : "}");
+    }
+    default: return to_str(v);
+  }
+}
+
+std::string to_str(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::Undefined: return "";
+    case Value::Kind::None: return "None";
+    case Value::Kind::Bool: return v.as_bool() ? "True" : "False";
+    case Value::Kind::Int: return std::to_string(v.as_int());
+    case Value::Kind::Float: return format_float(v.as_number());
+    case Value::Kind::String: return v.as_string();
+    case Value::Kind::List:
+    case Value::Kind::Dict: return repr(v);
+    case Value::Kind::Callable: return "<function " + v.callable().name + ">";
+  }
+  return "";
+}
+
+// json.dumps string escaping with ensure_ascii=False: only '"', '\\' and
+// control characters are escaped; everything else is written as UTF-8.
+static void dump_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+static void dump_json_rec(std::string& out, const Value& v, const JsonStyle& st, int depth) {
+  std::string item_sep = !st.item_sep.empty() ? st.item_sep : (st.indent >= 0 ? "," : ", ");
+  std::string key_sep = !st.key_sep.empty() ? st.key_sep : ": ";
+  auto newline = [&](int d) {
+    if (st.indent < 0) return;
+    out += '\n';
+    out.append(static_cast<size_t>(st.indent * d), ' ');
+  };
+  switch (v.kind()) {
+    case Value::Kind::None: out += "null"; return;
+    case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
+    case Value::Kind::Int: out += std::to_string(v.as_int()); return;
+    case Value::Kind::Float: {
+      double d = v.as_number();
+      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                                                   : format_float(d);
+      return;
+    }
+    case Value::Kind::String: dump_json_string(out, v.as_string()); return;
+    case Value::Kind::List: {
+      if (v.list().empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t i = 0; i < v.list().size(); i++) {
+        if (i) out += item_sep;
+        newline(depth + 1);
+        dump_json_rec(out, v.list()[i], st, depth + 1);
+      }
+      newline(depth);
+      out += ']';
+      return;
+    }
+    case Value::Kind::Dict: {
+      CLB_CHECK(!v.is_namespace(), "Object of type Namespace is not JSON serializable");
+      auto entries = v.dict_ref().entries;
+      if (entries.empty()) {
+        out += "{}";
+        return;
+      }
+      if (st.sort_keys)
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+      out += '{';
+      for (size_t i = 0; i < entries.size(); i++) {
+        if (i) out += item_sep;
+        newline(depth + 1);
+        dump_json_string(out, entries[i].first);
+        out += key_sep;
+        dump_json_rec(out, entries[i].second, st, depth + 1);
+      }
+      newline(depth);
+      out += '}';
+      return;
+    }
+    case Value::Kind::Undefined:
+    case Value::Kind::Callable:
+      fail("Object of type %s is not JSON serializable", v.type_name());
+  }
+}
+
+std::string dump_json(const Value& v, const JsonStyle& style) {
+  std::string out;
+  dump_json_rec(out, v, style, 0);
+  return out;
+}
+
+Value from_json(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null: return Value(None{});
+    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      uint64_t u = j.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<int64_t>(u));
+      return Value(static_cast<double>(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      List items;
+      items.reserve(j.size());
+      for (const auto& e : j) items.push_back(from_json(e));
+      return Value(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      Value d = Value::dict();
+      for (const auto& [k, e] : j.items()) d.dict_ref().set(k, from_json(e));
+      return d;
+    }
+    default: return Value(None{});
+  }
+}
+
+nlohmann::ordered_json to_json(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::None: return nullptr;
+    case Value::Kind::Bool: return v.as_bool();
+    case Value::Kind::Int: return v.as_int();
+    case Value::Kind::Float: return v.as_number();
+    case Value::Kind::String: return v.as_string();
+    case Value::Kind::List: {
+      auto a = nlohmann::ordered_json::array();
+      for (const auto& e : v.list()) a.push_back(to_json(e));
+      return a;
+    }
+    case Value::Kind::Dict: {
+      auto o = nlohmann::ordered_json::object();
+      for (const auto& [k, e] : v.dict_ref().entries) o[k] = to_json(e);
+      return o;
+    }
+    default: fail("Object of type %s is not JSON serializable", v.type_name());
+  }
+}
+
+bool equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) return a.as_number() == b.as_number();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::Undefined:
+    case Value::Kind::None: return true;
+    case Value::Kind::String: return a.as_string() == b.as_string();
+    case Value::Kind::List: {
+      const List &x = a.list(), &y = b.list();
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); i++)
+        if (!equals(x[i], y[i])) return false;
+      return true;
+    }
+    case Value::Kind::Dict: {
+      if (a.is_namespace() || b.is_namespace()) return &a.dict_ref() == &b.dict_ref();
+      const Dict &x = a.dict_ref(), &y = b.dict_ref();
+      if (x.entries.size() != y.entries.size()) return false;
+      for (const auto& [k, v] : x.entries) {
+        const Value* other = y.find(k);
+        if (!other || !equals(v, *other)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::Callable: return &a.callable() == &b.callable();
+    default: return false;
+  }
+}
+
+int compare(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) {
+      double x = a.as_number(), y = b.as_number();
+      return x < y ? -1 : x > y ? 1 : 0;
+    }
+    int64_t x = a.as_int(), y = b.as_int();
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  // UTF-8 byte order is code point order, which is how Python compares str.
+  if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1
+                                               : a.as_string() == b.as_string()   ? 0
+                                                                                  : 1;
+  if (a.is_list() && b.is_list()) {
+    const List &x = a.list(), &y = b.list();
+    for (size_t i = 0; i < x.size() && i < y.size(); i++)
+      if (int c = compare(x[i], y[i])) return c;
+    return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
+  }
+  fail("'<' not supported between instances of '%s' and '%s'", a.type_name(), b.type_name());
+}
+
+std::u32string utf8_decode(const std::string& s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 1;
+    if (i + static_cast<size_t>(len) > s.size()) len = 1;
+    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    for (int k = 1; k < len; k++) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+    out += cp;
+    i += static_cast<size_t>(len);
+  }
+  return out;
+}
+
+void utf8_append(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xc0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xe0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  }
+}
+
+std::string utf8_encode(const std::u32string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t c : s) utf8_append(out, c);
+  return out;
+}
+
+}  // namespace colibri::jinja

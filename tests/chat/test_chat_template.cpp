@@ -1,0 +1,178 @@
+// Real chat templates (../shared/data/chat-templates) against Python jinja2
+// with Hugging Face's settings, and gpt-oss against openai/harmony's own
+// expected renderings.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "base/error.h"
+#include "chat/chat_template.h"
+
+namespace colibri {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+const std::string kShared = COLIBRI_SHARED_DIR;
+const std::string kHere = std::string(COLIBRI_SOURCE_DIR) + "/tests/chat";
+
+std::string read_file(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+fs::path templates_dir() { return fs::path(kShared) / "data" / "chat-templates"; }
+
+// The fixed clock of make_reference.py: 2025-06-28 14:05:09.
+std::tm reference_now() {
+  std::tm tm{};
+  tm.tm_year = 2025 - 1900;
+  tm.tm_mon = 5;
+  tm.tm_mday = 28;
+  tm.tm_hour = 14;
+  tm.tm_min = 5;
+  tm.tm_sec = 9;
+  tm.tm_wday = 6;
+  tm.tm_yday = 178;
+  return tm;
+}
+
+// First line where two renderings differ, for a readable failure.
+std::string first_difference(const std::string& want, const std::string& got) {
+  size_t i = 0;
+  while (i < want.size() && i < got.size() && want[i] == got[i]) i++;
+  size_t from = i < 60 ? 0 : i - 60;
+  return "at byte " + std::to_string(i) + "\n  want: ..." + want.substr(from, 120) +
+         "\n  got:  ..." + got.substr(from, 120);
+}
+
+TEST(ChatTemplate, MatchesHuggingFaceRenderings) {
+  if (!fs::exists(templates_dir())) GTEST_SKIP() << "no " << templates_dir() << " (../shared)";
+  auto conversations = ordered_json::parse(read_file(kHere + "/conversations.json"));
+  auto index = ordered_json::parse(read_file(kHere + "/reference/index.json"));
+  std::map<std::string, ordered_json> by_name;
+  for (const auto& c : conversations) by_name[c["name"]] = c;
+
+  // Every shipped template is covered by the references.
+  std::set<std::string> covered;
+  for (const auto& r : index["renderings"]) covered.insert(r["template"].get<std::string>());
+  for (const auto& entry : fs::directory_iterator(templates_dir())) {
+    if (entry.path().extension() == ".jinja") {
+      EXPECT_TRUE(covered.count(entry.path().filename().string()))
+          << entry.path() << " has no references";
+    }
+  }
+
+  std::map<std::string, std::unique_ptr<ChatTemplate>> parsed;
+  int n_text = 0, n_error = 0;
+  for (const auto& r : index["renderings"]) {
+    std::string tmpl = r["template"], file = r["file"];
+    SCOPED_TRACE(file);
+    if (!parsed.count(tmpl))
+      parsed[tmpl] = std::make_unique<ChatTemplate>(read_file(templates_dir() / tmpl));
+    const ordered_json& conv = by_name.at(r["conversation"]);
+    ChatRequest req;
+    req.messages = conv["messages"];
+    req.tools = conv.value("tools", ordered_json());
+    req.extra_context = conv.value("extra", ordered_json());
+    req.add_generation_prompt = r["add_generation_prompt"];
+    req.bos_token = index["bos_token"];
+    req.eos_token = index["eos_token"];
+    req.now = reference_now();
+    std::string want = read_file(kHere + "/reference/" + file);
+    if (r["kind"] == "error") {
+      EXPECT_THROW(parsed[tmpl]->render(req), Error) << "jinja2 raised: " << want;
+      n_error++;
+      continue;
+    }
+    std::string got;
+    try {
+      got = parsed[tmpl]->render(req);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "threw: " << e.what();
+      continue;
+    }
+    EXPECT_TRUE(got == want) << first_difference(want, got);
+    n_text++;
+  }
+  EXPECT_GT(n_text, 150);
+  EXPECT_GT(n_error, 5);
+}
+
+// openai/harmony's renderer output for conversations that the gpt-oss
+// template can express. The template always writes a system message with
+// "Current date:" (from strftime_now), "Knowledge cutoff: 2024-06" and all
+// three channels, and turns a leading system/developer message into the
+// developer "# Instructions". So the harmony cases that match are those whose
+// system message has a conversation start date and default settings:
+//   test_no_tools, test_browser_tool_only, test_browser_and_python_tool,
+//   test_browser_and_function_tool (builtin_tools and tools as kwargs,
+//   an empty system message standing for "no developer instructions").
+// The others do not apply: test_simple_convo*, test_reasoning_system_message*
+// have no date line or other channels; test_render_functions_with_parameters
+// renders schema titles/examples the template ignores; test_dropping_cot_*,
+// test_preserve_cot, test_keep_analysis_*, test_does_not_drop_* have no
+// system message at all; the rest are token ids or parser inputs.
+TEST(ChatTemplate, GptOssMatchesHarmony) {
+  fs::path harmony = fs::path(kShared) / "data" / "gpt-oss-harmony";
+  fs::path tmpl_path = templates_dir() / "openai-gpt-oss-120b.jinja";
+  if (!fs::exists(harmony) || !fs::exists(tmpl_path)) GTEST_SKIP() << "no ../shared gpt-oss data";
+  ChatTemplate tmpl(read_file(tmpl_path));
+  auto lookup_weather = ordered_json::parse(R"({"type": "function", "function": {
+      "name": "lookup_weather",
+      "description": "Use this tool to lookup the weather in a given location. Call it with the parameter 'location', can be any textual description of a location.",
+      "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+                     "required": ["location"]}}})");
+  struct Case {
+    const char* file;
+    ordered_json builtin_tools;
+    ordered_json tools;
+  };
+  const Case cases[] = {
+      {"test_no_tools.txt", nullptr, nullptr},
+      {"test_browser_tool_only.txt", {"browser"}, nullptr},
+      {"test_browser_and_python_tool.txt", {"browser", "python"}, nullptr},
+      {"test_browser_and_function_tool.txt", {"browser"}, ordered_json::array({lookup_weather})},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    ChatRequest req;
+    req.messages = ordered_json::parse(R"([{"role": "system", "content": ""}])");
+    req.tools = c.tools;
+    if (!c.builtin_tools.is_null()) req.extra_context = {{"builtin_tools", c.builtin_tools}};
+    req.now = reference_now();
+    std::string want = read_file(harmony / c.file);
+    // harmony's tests compare against the file with trailing whitespace removed.
+    while (!want.empty() && std::isspace(static_cast<unsigned char>(want.back()))) want.pop_back();
+    std::string got = tmpl.render(req);
+    EXPECT_TRUE(got == want) << first_difference(want, got);
+  }
+}
+
+TEST(ChatTemplate, RaiseExceptionCarriesTheMessage) {
+  try {
+    render_chat("{{ raise_exception('roles must alternate') }}", ordered_json::array(), nullptr, true, "", "");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("roles must alternate"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatTemplate, PassesVariablesAsHuggingFaceDoes) {
+  std::string out = render_chat(
+      "{{ bos_token }}|{{ messages[0].content }}|{{ tools is none }}|{{ add_generation_prompt }}|"
+      "{{ enable_thinking }}|{{ eos_token }}",
+      ordered_json::parse(R"([{"role": "user", "content": "hi"}])"), nullptr, false, "<s>", "</s>",
+      {{"enable_thinking", false}});
+  EXPECT_EQ(out, "<s>|hi|True|False|False|</s>");
+}
+
+}  // namespace
+}  // namespace colibri

@@ -7,6 +7,10 @@
 namespace colibri::jinja {
 namespace {
 
+// A template is untrusted input: nesting (brackets, `not not ...`, blocks)
+// deeper than this is an error rather than a stack overflow.
+constexpr int kMaxNesting = 256;
+
 class Parser {
  public:
   explicit Parser(const std::vector<Token>& tokens) : toks_(tokens) {}
@@ -26,6 +30,15 @@ class Parser {
     if (i_ + 1 < toks_.size()) i_++;
     return t;
   }
+
+  // Counts one level of recursion for as long as it lives.
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (++p.nesting_ > kMaxNesting) p.error("nesting deeper than " + std::to_string(kMaxNesting));
+    }
+    ~Nest() { p.nesting_--; }
+  };
 
   [[noreturn]] void error(const std::string& msg) const {
     fail("chat template line %d column %d: %s", cur().line, cur().col, msg.c_str());
@@ -124,6 +137,7 @@ class Parser {
   }
 
   std::unique_ptr<Node> parse_statement(Pos p) {
+    Nest nest(*this);
     if (cur().type != Tok::Name) error("expected a statement name, got " + describe(cur()));
     std::string kw = next().text;
     if (kw == "if") return parse_if(p);
@@ -296,6 +310,7 @@ class Parser {
   }
 
   ExprPtr parse_expression(bool with_condexpr) {
+    Nest nest(*this);
     if (!with_condexpr) return parse_or();
     Pos p = pos();
     ExprPtr e = parse_or();
@@ -331,6 +346,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    Nest nest(*this);
     Pos p = pos();
     if (accept_name("not")) {
       auto u = make(Expr::Kind::Unary, p, "not");
@@ -396,6 +412,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this);
     Pos p = pos();
     ExprPtr e;
     if (at_op("-") || at_op("+")) {
@@ -587,6 +604,7 @@ class Parser {
   const std::vector<Token>& toks_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

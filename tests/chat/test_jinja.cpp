@@ -90,6 +90,11 @@ TEST(Jinja, RuntimeErrorNamesLine) {
 TEST(Jinja, RunawayRecursionIsAnError) {
   EXPECT_THROW(render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), Error);
   EXPECT_THROW(render("{{ range(100000000) | length }}"), Error);
+  EXPECT_THROW(Template("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"), Error);
+  EXPECT_THROW(Template("{{ " + std::string(100000, '-') + "1 }}"), Error);
+  std::string nested_ifs;
+  for (int i = 0; i < 100000; i++) nested_ifs += "{% if true %}";
+  EXPECT_THROW(Template(nested_ifs + "x"), Error);
 }
 
 // Python's dicts keep insertion order, and so must ours: tojson of a tool

@@ -155,7 +155,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
 }
 
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
-  if (vocab_.kind == VocabKind::kBpe) pre_ = std::make_unique<PreTokenizer>(*vocab_.pre_spec);
+  if (vocab_.kind == VocabKind::kBpe) {
+    pre_ = std::make_unique<PreTokenizer>(*vocab_.pre_spec);
+    bpe_ = std::make_unique<BpeModel>(vocab_);
+  }
   const int32_t n = vocab_.n_vocab();
   pieces_.resize(n);
   for (int32_t id = 0; id < n; ++id) {
@@ -206,9 +209,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
       prev_special = false;
     }
   } else {
-    BpeMerger merger(vocab_);
+    BpeModel::Scratch scratch;
     std::vector<std::pair<size_t, size_t>> words;
-    std::string repaired, word;
+    std::string repaired;
     for (const Fragment& f : frags) {
       if (f.token >= 0) {
         out.push_back(f.token);
@@ -221,11 +224,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
       }
       words.clear();
       pre_->split(frag, words);
-      for (const auto& [off, len] : words) {
-        word.clear();
-        append_byte_symbols(frag.substr(off, len), word);
-        merger.encode_word(word, out);
-      }
+      for (const auto& [off, len] : words) bpe_->encode_word(frag.substr(off, len), scratch, out);
     }
   }
 

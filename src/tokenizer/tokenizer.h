@@ -27,6 +27,7 @@ namespace colibri {
 
 class GgufFile;
 class PreTokenizer;
+class BpeModel;
 
 class Tokenizer {
  public:
@@ -96,6 +97,7 @@ class Tokenizer {
 
   Vocab vocab_;
   std::unique_ptr<PreTokenizer> pre_;  // BPE only
+  std::unique_ptr<BpeModel> bpe_;      // BPE only
   std::vector<std::string> pieces_;    // (n_vocab) token_to_piece(id, true)
 };
 

@@ -133,15 +133,14 @@ void read_merges(const GgufFile& f, Vocab& v) {
               f.name().c_str(), kMergesKey);
     return;
   }
-  v.merge_rank.reserve(merges->size());
+  v.merges.reserve(merges->size());
   for (size_t i = 0; i < merges->size(); ++i) {
     const std::string_view m = (*merges)[i];
-    // "left right", split at the first space after the first byte; the first
-    // occurrence of a pair keeps its rank.
+    // "left right", split at the first space after the first byte.
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string_view::npos;
     CLB_CHECK(sp != std::string_view::npos, "%s: key %s: merge %zu \"%.*s\" has no space",
               f.name().c_str(), kMergesKey, i, static_cast<int>(m.size()), m.data());
-    v.merge_rank.try_emplace(std::string(m), static_cast<int32_t>(i));
+    v.merges.emplace_back(m);
   }
 }
 

@@ -54,7 +54,7 @@ struct Vocab {
   std::vector<uint16_t> attr;      // (n_vocab) TokenAttr bits
   std::vector<int16_t> byte_value; // (n_vocab) byte of a <0xXX> byte token, else -1
   StringToId id_of;                // text -> id
-  StringToId merge_rank;           // "left right" -> rank (BPE)
+  std::vector<std::string> merges; // BPE: "left right", by rank
 
   int32_t bos = -1, eos = -1, unk = -1, pad = -1, sep = -1, eot = -1, eom = -1;
   bool add_bos = false, add_eos = false;

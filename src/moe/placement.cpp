@@ -137,6 +137,24 @@ uint64_t detect_memory_limit(std::string* source) {
   return best;
 }
 
+uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_seq,
+                                int n_threads) {
+  const uint64_t kv = 4ull * n_seq * c.n_layer * n_ctx * (c.n_embd_k() + c.n_embd_v());
+  const uint64_t k = std::max(c.n_expert_used, 1);
+  const uint64_t n_ff_max = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
+  const uint64_t max_in = std::max<uint64_t>({static_cast<uint64_t>(c.n_embd),
+                                              static_cast<uint64_t>(c.n_head) * c.head_dim_v, n_ff_max});
+  // Per batch row: residual, normed input, block output, gathered input,
+  // q/k/v, attention output, gate/up, k expert outputs, router logits, and
+  // the activations in a kernel's type (at most 4 bytes each).
+  const uint64_t per_row = 4 * (4ull * c.n_embd + c.n_embd_q() + c.n_embd_k() + c.n_embd_v() +
+                                static_cast<uint64_t>(c.n_head) * c.head_dim_v + 2 * n_ff_max +
+                                k * c.n_embd + std::max(c.n_expert, 1) + 4 * k + c.n_rot) +
+                           4 * (max_in + 256);
+  const uint64_t per_thread = 4 * (static_cast<uint64_t>(n_ctx) + max_in + 256);
+  return kv + per_row * n_batch + per_thread * n_threads + 4ull * c.n_vocab;
+}
+
 Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,
                const ModelWeights& w, uint64_t other_bytes) {
   Plan p;

@@ -1,0 +1,54 @@
+// colibri plan: where a model's parts would live under a memory budget, and
+// the disk reads per token to expect.
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/store_flags.h"
+#include "formats/gguf.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace colibri::cli {
+
+namespace {
+
+struct PlanArgs {
+  EngineOptions engine;
+  ExpertStoreOptions store;
+};
+
+int plan(const PlanArgs& a) {
+  auto f = GgufFile::open(a.engine.model_path);
+  ModelConfig cfg = ModelConfig::from_gguf(*f);
+  ModelWeights w = bind_weights(*f, cfg);
+  const int n_ctx = a.engine.n_ctx > 0 ? a.engine.n_ctx : cfg.n_ctx_train;
+  const int threads = a.engine.n_threads > 0
+                          ? a.engine.n_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const uint64_t other =
+      runtime_bytes_estimate(cfg, n_ctx, a.engine.n_batch, std::max(a.engine.n_seq, 1), threads);
+  Plan p = make_plan(a.store, *f, cfg, w, other);
+  std::printf("model: %s (%s)\n%s\n", a.engine.model_path.c_str(),
+              format_size(static_cast<double>(f->file_size())).c_str(), cfg.describe().c_str());
+  std::printf("KV cache and scratch for %d tokens of context, batches of %d, %d threads\n", n_ctx,
+              a.engine.n_batch, threads);
+  std::fputs(p.describe().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* c = app.add_subcommand(
+      "plan", "show where a model's weights would live under a memory budget (--mem)");
+  add_engine_flags(c, &a->engine);
+  add_store_flags(c, &a->store);
+  return [a] { return plan(*a); };
+}
+
+COLIBRI_COMMAND(add_plan);
+
+}  // namespace colibri::cli

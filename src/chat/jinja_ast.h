@@ -53,16 +53,16 @@ struct MacroParam {
 
 struct Node {
   enum class Kind {
-    Text,       // text
-    Output,     // {{ expr }}
-    If,         // branches (condition, body); a null condition is the else
-    For,        // for targets in expr [if filter] body [else else_body]
-    Set,        // set target = expr; target is a Name, Tuple of Names or Attr
-    SetBlock,   // set targets[0] [| filter] body endset
-    Macro,      // macro name(params) body
-    CallBlock,  // call[(params)] expr body: body is the caller()
-    FilterBlock,// filter expr body
-    Scope,      // body rendered as is ({% generation %} of transformers)
+    Text,         // text
+    Output,       // {{ expr }}
+    If,           // branches (condition, body); a null condition is the else
+    For,          // for targets in expr [if filter] body [else else_body]
+    Set,          // set target = expr; target is a Name, Tuple of Names or Attr
+    SetBlock,     // set targets[0] [| filter] body endset
+    Macro,        // macro name(params) body
+    CallBlock,    // call[(params)] expr body: body is the caller()
+    FilterBlock,  // filter expr body
+    Scope,        // body rendered as is ({% generation %} of transformers)
     Break,
     Continue,
   };

@@ -60,7 +60,8 @@ int64_t checked_op(char op, int64_t x, int64_t y) {
 [[noreturn]] void unsupported(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined()) fail("%s", a.undefined_what().c_str());
   if (b.is_undefined()) fail("%s", b.undefined_what().c_str());
-  fail("unsupported operand type(s) for %s: '%s' and '%s'", op.c_str(), a.type_name(), b.type_name());
+  fail("unsupported operand type(s) for %s: '%s' and '%s'", op.c_str(), a.type_name(),
+       b.type_name());
 }
 
 Value repeat(const Value& seq, int64_t n) {
@@ -115,8 +116,10 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     out.insert(out.end(), b.list().begin(), b.list().end());
     return Value(std::move(out));
   }
-  if (op == "*" && (a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
-  if (op == "*" && (b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(b, a.as_int());
+  if (op == "*" && (a.is_string() || a.is_list()) && (b.is_int() || b.is_bool()))
+    return repeat(a, b.as_int());
+  if (op == "*" && (b.is_string() || b.is_list()) && (a.is_int() || a.is_bool()))
+    return repeat(b, a.as_int());
   unsupported(op, a, b);
 }
 
@@ -140,21 +143,31 @@ class Renderer {
 
   Flow exec_node(const Node& n, Scope& scope, std::string& out) {
     switch (n.kind) {
-      case Node::Kind::Text: out += n.text; return Flow::Normal;
-      case Node::Kind::Output: out += to_str(eval(*n.expr, scope)); return Flow::Normal;
+      case Node::Kind::Text:
+        out += n.text;
+        return Flow::Normal;
+      case Node::Kind::Output:
+        out += to_str(eval(*n.expr, scope));
+        return Flow::Normal;
       case Node::Kind::If:
         for (const auto& [cond, body] : n.branches)
           if (!cond || eval(*cond, scope).truthy()) return exec(body, scope, out);
         return Flow::Normal;
-      case Node::Kind::For: return exec_for(n, scope, out);
-      case Node::Kind::Set: assign(*n.target, eval(*n.expr, scope), scope); return Flow::Normal;
+      case Node::Kind::For:
+        return exec_for(n, scope, out);
+      case Node::Kind::Set:
+        assign(*n.target, eval(*n.expr, scope), scope);
+        return Flow::Normal;
       case Node::Kind::SetBlock: {
         std::string captured;
         exec(n.body, scope, captured);
-        scope.set(n.targets[0], n.filter ? filtered(*n.filter, scope, Value(captured)) : Value(captured));
+        scope.set(n.targets[0],
+                  n.filter ? filtered(*n.filter, scope, Value(captured)) : Value(captured));
         return Flow::Normal;
       }
-      case Node::Kind::Macro: scope.set(n.text, make_macro(n, nullptr)); return Flow::Normal;
+      case Node::Kind::Macro:
+        scope.set(n.text, make_macro(n, nullptr));
+        return Flow::Normal;
       case Node::Kind::CallBlock: {
         Scope* call_scope = &scope;
         Value caller = make_macro(n, call_scope);
@@ -167,9 +180,12 @@ class Renderer {
         out += to_str(filtered(*n.filter, scope, Value(captured)));
         return Flow::Normal;
       }
-      case Node::Kind::Scope: return exec(n.body, scope, out);
-      case Node::Kind::Break: return Flow::Break;
-      case Node::Kind::Continue: return Flow::Continue;
+      case Node::Kind::Scope:
+        return exec(n.body, scope, out);
+      case Node::Kind::Break:
+        return Flow::Break;
+      case Node::Kind::Continue:
+        return Flow::Continue;
     }
     return Flow::Normal;
   }
@@ -205,8 +221,10 @@ class Renderer {
       d.set("length", Value(len));
       d.set("depth", Value(int64_t{1}));
       d.set("depth0", Value(int64_t{0}));
-      d.set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("there is no previous item"));
-      d.set("nextitem", i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value::undefined("there is no next item"));
+      d.set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)]
+                              : Value::undefined("there is no previous item"));
+      d.set("nextitem", i + 1 < len ? items[static_cast<size_t>(i + 1)]
+                                    : Value::undefined("there is no next item"));
       d.set("cycle", Value::function("cycle", [i](Args& a) {
               CLB_CHECK(!a.positional.empty(), "no items for cycling given");
               return a.positional[static_cast<size_t>(i) % a.positional.size()];
@@ -265,7 +283,8 @@ class Renderer {
         size_t i = 0;
         while (i < n.params.size() && n.params[i].name != k) i++;
         if (i == n.params.size()) {
-          CLB_CHECK(k == "caller", "macro '%s' takes no keyword argument '%s'", name.c_str(), k.c_str());
+          CLB_CHECK(k == "caller", "macro '%s' takes no keyword argument '%s'", name.c_str(),
+                    k.c_str());
           scope.set(k, v);
           continue;
         }
@@ -306,8 +325,8 @@ class Renderer {
     } catch (const LocatedError&) {
       throw;
     } catch (const Error& err) {
-      throw LocatedError(strprintf("chat template line %d column %d: %s", e.pos.line, e.pos.col,
-                                   err.what()));
+      throw LocatedError(
+          strprintf("chat template line %d column %d: %s", e.pos.line, e.pos.col, err.what()));
     }
   }
 
@@ -336,8 +355,10 @@ class Renderer {
 
   Value eval_expr(const Expr& e, Scope& scope) {
     switch (e.kind) {
-      case Expr::Kind::Literal: return e.value;
-      case Expr::Kind::Name: return lookup(e.name, scope);
+      case Expr::Kind::Literal:
+        return e.value;
+      case Expr::Kind::Name:
+        return lookup(e.name, scope);
       case Expr::Kind::List:
       case Expr::Kind::Tuple: {
         List items;
@@ -353,15 +374,19 @@ class Renderer {
         }
         return d;
       }
-      case Expr::Kind::Attr: return get_attr(eval(*e.args[0], scope), e.name);
-      case Expr::Kind::Item: return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope));
+      case Expr::Kind::Attr:
+        return get_attr(eval(*e.args[0], scope), e.name);
+      case Expr::Kind::Item:
+        return get_item(eval(*e.args[0], scope), eval(*e.args[1], scope));
       case Expr::Kind::Slice: {
         Value parts[3];
         for (int k = 0; k < 3; k++)
-          if (e.args[static_cast<size_t>(k) + 1]) parts[k] = eval(*e.args[static_cast<size_t>(k) + 1], scope);
+          if (e.args[static_cast<size_t>(k) + 1])
+            parts[k] = eval(*e.args[static_cast<size_t>(k) + 1], scope);
         return get_slice(eval(*e.args[0], scope), parts[0], parts[1], parts[2]);
       }
-      case Expr::Kind::Call: return eval_call(e, scope, nullptr);
+      case Expr::Kind::Call:
+        return eval_call(e, scope, nullptr);
       case Expr::Kind::Filter: {
         Value subject;
         if (e.args[0]) {
@@ -382,11 +407,13 @@ class Renderer {
         Value v = eval(*e.args[0], scope);
         if (e.name == "not") return Value(!v.truthy());
         if (v.is_undefined()) fail("%s", v.undefined_what().c_str());
-        CLB_CHECK(v.is_number(), "bad operand type for unary %s: '%s'", e.name.c_str(), v.type_name());
+        CLB_CHECK(v.is_number(), "bad operand type for unary %s: '%s'", e.name.c_str(),
+                  v.type_name());
         if (e.name == "+") return v.is_bool() ? Value(v.as_int()) : v;
         return v.is_float() ? Value(-v.as_number()) : arithmetic("-", Value(int64_t{0}), v);
       }
-      case Expr::Kind::Binary: return eval_binary(e, scope);
+      case Expr::Kind::Binary:
+        return eval_binary(e, scope);
       case Expr::Kind::Cond:
         if (eval(*e.args[1], scope).truthy()) return eval(*e.args[0], scope);
         return e.args[2] ? eval(*e.args[2], scope) : Value::undefined("the inline if had no else");

@@ -10,7 +10,9 @@
 namespace colibri::jinja {
 namespace {
 
-bool arg_true(const Value& v) { return !v.is_undefined() && v.truthy(); }
+bool arg_true(const Value& v) {
+  return !v.is_undefined() && v.truthy();
+}
 
 std::string lower_ascii(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -23,7 +25,8 @@ Value attribute_of(const Value& item, const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
     v = numeric && v.is_list() ? get_item(v, Value(static_cast<int64_t>(std::stoll(part))))
                                : get_item(v, Value(part));
@@ -40,8 +43,9 @@ Value sort_key(const Value& v, bool case_sensitive) {
 
 Args rest_args(Args& args, size_t skip) {
   Args out;
-  out.positional.assign(args.positional.begin() + static_cast<long>(std::min(skip, args.positional.size())),
-                        args.positional.end());
+  out.positional.assign(
+      args.positional.begin() + static_cast<long>(std::min(skip, args.positional.size())),
+      args.positional.end());
   out.keyword = args.keyword;
   return out;
 }
@@ -62,11 +66,15 @@ Value select(const Value& value, Args& args, bool by_attr, bool keep) {
   return Value(std::move(out));
 }
 
-double round_half_even(double x) { return std::nearbyint(x); }
+double round_half_even(double x) {
+  return std::nearbyint(x);
+}
 
 std::string indent(const std::string& s, const Value& width, bool first, bool blank) {
-  std::string pad = width.is_string() ? width.as_string()
-                                      : std::string(static_cast<size_t>(width.is_undefined() ? 4 : width.as_int()), ' ');
+  std::string pad =
+      width.is_string()
+          ? width.as_string()
+          : std::string(static_cast<size_t>(width.is_undefined() ? 4 : width.as_int()), ' ');
   // jinja2 appends a newline before splitlines(), so a trailing newline
   // yields a last empty line that is not indented.
   std::string text = s + "\n";
@@ -97,12 +105,23 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     std::string out;
     for (char c : to_str(value)) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out += c;
       }
     }
     return Value(out);
@@ -116,7 +135,7 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
       st.key_sep = to_str(a[1].list()[1]);
     }
     st.sort_keys = arg_true(a[2]);
-    CLB_CHECK(!arg_true(a[3]), "tojson: ensure_ascii=True is not supported");
+    st.ensure_ascii = arg_true(a[3]);
     return Value(dump_json(value, st));
   }
   if (name == "from_json") {
@@ -163,7 +182,8 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     std::string sep = a[0].is_undefined() ? "" : to_str(a[0]), out;
     bool first = true;
     for (const Value& item : iterate(value)) {
-      out += (first ? "" : sep) + to_str(a[1].is_undefined() ? item : attribute_of(item, to_str(a[1])));
+      out += (first ? "" : sep) +
+             to_str(a[1].is_undefined() ? item : attribute_of(item, to_str(a[1])));
       first = false;
     }
     return Value(out);
@@ -210,8 +230,10 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     const Value* attribute = nullptr;
     const Value* dflt = nullptr;
     for (auto& [k, v] : args.keyword) {
-      if (k == "attribute") attribute = &v;
-      else if (k == "default") dflt = &v;
+      if (k == "attribute")
+        attribute = &v;
+      else if (k == "default")
+        dflt = &v;
     }
     if (attribute) {
       for (const Value& item : iterate(value)) {
@@ -230,7 +252,8 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     auto a = bind_args(fn, args, {"case_sensitive", "attribute"});
     List out, seen;
     for (const Value& item : iterate(value)) {
-      Value key = sort_key(a[1].is_undefined() ? item : attribute_of(item, to_str(a[1])), arg_true(a[0]));
+      Value key =
+          sort_key(a[1].is_undefined() ? item : attribute_of(item, to_str(a[1])), arg_true(a[0]));
       if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); })) {
         seen.push_back(key);
         out.push_back(item);
@@ -278,7 +301,8 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
       char* end = nullptr;
       errno = 0;
       if (name == "int") {
-        long long i = std::strtoll(s.c_str(), &end, a[1].is_undefined() ? 10 : static_cast<int>(a[1].as_int()));
+        long long i = std::strtoll(s.c_str(), &end,
+                                   a[1].is_undefined() ? 10 : static_cast<int>(a[1].as_int()));
         if (end != s.c_str() && *end == '\0' && errno == 0) return Value(static_cast<int64_t>(i));
       }
       d = std::strtod(s.c_str(), &end);
@@ -291,7 +315,8 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
   if (name == "abs") {
     bind_args(fn, args, {});
     CLB_CHECK(value.is_number(), "bad operand type for abs(): '%s'", value.type_name());
-    return value.is_float() ? Value(std::fabs(value.as_number())) : Value(static_cast<int64_t>(std::llabs(value.as_int())));
+    return value.is_float() ? Value(std::fabs(value.as_number()))
+                            : Value(static_cast<int64_t>(std::llabs(value.as_int())));
   }
   if (name == "round") {
     auto a = bind_args(fn, args, {"precision", "method"});
@@ -301,7 +326,9 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     if (value.is_int() && method == "common" && precision >= 0) return value;
     double scale = std::pow(10.0, static_cast<double>(precision));
     double x = value.as_number() * scale;
-    double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : round_half_even(x);
+    double r = method == "ceil"    ? std::ceil(x)
+               : method == "floor" ? std::floor(x)
+                                   : round_half_even(x);
     CLB_CHECK(method == "common" || method == "ceil" || method == "floor",
               "round: method must be 'common', 'ceil' or 'floor'");
     return Value(r / scale);
@@ -337,9 +364,10 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     Value total = a[1].is_undefined() ? Value(int64_t{0}) : a[1];
     for (const Value& item : iterate(value)) {
       Value v = a[0].is_undefined() ? item : attribute_of(item, to_str(a[0]));
-      CLB_CHECK(v.is_number() && total.is_number(), "sum: unsupported operand type '%s'", v.type_name());
+      CLB_CHECK(v.is_number() && total.is_number(), "sum: unsupported operand type '%s'",
+                v.type_name());
       total = v.is_float() || total.is_float() ? Value(total.as_number() + v.as_number())
-                                              : Value(total.as_int() + v.as_int());
+                                               : Value(total.as_int() + v.as_int());
     }
     return total;
   }
@@ -380,8 +408,10 @@ bool apply_test(const std::string& name, const Value& v, Args& args) {
   if (name == "mapping") return no_args(), v.is_dict();
   if (name == "callable") return no_args(), v.is_callable();
   // Undefined defines __iter__ and __len__ in jinja2, so it passes both.
-  if (name == "iterable") return no_args(), v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
-  if (name == "sequence") return no_args(), v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "iterable")
+    return no_args(), v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "sequence")
+    return no_args(), v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
   if (name == "lower" || name == "upper") {
     no_args();
     if (!v.is_string()) return false;
@@ -401,7 +431,8 @@ bool apply_test(const std::string& name, const Value& v, Args& args) {
     return v.as_int() % a[0].as_int() == 0;
   }
   auto other = [&] { return bind_args(fn, args, {"other"}, 1)[0]; };
-  if (name == "equalto" || name == "eq" || name == "==" || name == "sameas") return equals(v, other());
+  if (name == "equalto" || name == "eq" || name == "==" || name == "sameas")
+    return equals(v, other());
   if (name == "ne" || name == "!=") return !equals(v, other());
   if (name == "lt" || name == "lessthan" || name == "<") return compare(v, other()) < 0;
   if (name == "le" || name == "<=") return compare(v, other()) <= 0;

@@ -9,10 +9,18 @@
 namespace colibri::jinja {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_name_char(char c) {
+  return is_name_start(c) || is_digit(c);
+}
 
 // jinja2 turns \r\n and \r into \n and drops one trailing newline
 // (keep_trailing_newline=False) before lexing.
@@ -118,8 +126,8 @@ class Lexer {
   size_t skip_comment(size_t open, size_t body) {
     size_t close = src_.find("#}", body);
     if (close == std::string::npos) error_at(open, "missing end of comment tag '#}'");
-    char sign = close > body && (src_[close - 1] == '-' || src_[close - 1] == '+') ? src_[close - 1]
-                                                                                    : '\0';
+    char sign =
+        close > body && (src_[close - 1] == '-' || src_[close - 1] == '+') ? src_[close - 1] : '\0';
     return strip_right(close + 2, sign, true);
   }
 
@@ -158,8 +166,8 @@ class Lexer {
 
   // Tokens of one `{{ ... }}` or `{% ... %}` tag; returns the offset after it.
   size_t lex_tag(size_t open, size_t pos, bool is_var) {
-    out_.push_back(Token{is_var ? Tok::VarBegin : Tok::BlockBegin, "", where_line(open),
-                         where_col(open)});
+    out_.push_back(
+        Token{is_var ? Tok::VarBegin : Tok::BlockBegin, "", where_line(open), where_col(open)});
     const char* close = is_var ? "}}" : "%}";
     int depth = 0;  // open brackets: a `}}` inside a dict literal is not the end
     while (true) {
@@ -175,8 +183,8 @@ class Lexer {
           at = pos + 1;
         }
         if (src_.compare(at, 2, close) == 0) {
-          out_.push_back(Token{is_var ? Tok::VarEnd : Tok::BlockEnd, "", where_line(pos),
-                               where_col(pos)});
+          out_.push_back(
+              Token{is_var ? Tok::VarEnd : Tok::BlockEnd, "", where_line(pos), where_col(pos)});
           return strip_right(at + 2, sign, !is_var);
         }
       }
@@ -219,8 +227,9 @@ class Lexer {
   size_t lex_number(size_t pos, Token& t) {
     std::string digits;
     auto take_digits = [&] {
-      while (pos < src_.size() && (is_digit(src_[pos]) || (src_[pos] == '_' && pos + 1 < src_.size() &&
-                                                           is_digit(src_[pos + 1])))) {
+      while (pos < src_.size() &&
+             (is_digit(src_[pos]) ||
+              (src_[pos] == '_' && pos + 1 < src_.size() && is_digit(src_[pos + 1])))) {
         if (src_[pos] != '_') digits += src_[pos];
         pos++;
       }
@@ -279,28 +288,57 @@ class Lexer {
         char32_t cp = 0;
         for (int k = 0; k < n; k++) {
           char h = src_[pos++];
-          int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                      : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+          int d = is_digit(h)              ? h - '0'
+                  : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                  : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                           : -1;
           if (d < 0) error_at(pos - 1, "invalid hex digit in escape");
           cp = cp * 16 + static_cast<char32_t>(d);
         }
         utf8_append(v, cp);
       };
       switch (e) {
-        case 'n': v += '\n'; break;
-        case 't': v += '\t'; break;
-        case 'r': v += '\r'; break;
-        case '\\': v += '\\'; break;
-        case '\'': v += '\''; break;
-        case '"': v += '"'; break;
-        case 'a': v += '\a'; break;
-        case 'b': v += '\b'; break;
-        case 'f': v += '\f'; break;
-        case 'v': v += '\v'; break;
-        case '\n': break;
-        case 'x': hex(2); break;
-        case 'u': hex(4); break;
-        case 'U': hex(8); break;
+        case 'n':
+          v += '\n';
+          break;
+        case 't':
+          v += '\t';
+          break;
+        case 'r':
+          v += '\r';
+          break;
+        case '\\':
+          v += '\\';
+          break;
+        case '\'':
+          v += '\'';
+          break;
+        case '"':
+          v += '"';
+          break;
+        case 'a':
+          v += '\a';
+          break;
+        case 'b':
+          v += '\b';
+          break;
+        case 'f':
+          v += '\f';
+          break;
+        case 'v':
+          v += '\v';
+          break;
+        case '\n':
+          break;
+        case 'x':
+          hex(2);
+          break;
+        case 'u':
+          hex(4);
+          break;
+        case 'U':
+          hex(8);
+          break;
         default:
           if (e >= '0' && e <= '7') {
             int cp = e - '0';

@@ -9,7 +9,9 @@
 namespace colibri::jinja {
 namespace {
 
-bool is_ascii_space(char32_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+bool is_ascii_space(char32_t c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
 
 // Python's str.strip(chars): whitespace when chars is None/undefined.
 std::string strip(const std::string& s, const Value& chars, bool left, bool right) {
@@ -102,7 +104,8 @@ std::string ascii_map(std::string s, int (*fn)(int)) {
 bool starts_or_ends(const std::string& s, const Value& affix, bool start) {
   auto test = [&](const std::string& a) {
     if (a.size() > s.size()) return false;
-    return start ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
+    return start ? s.compare(0, a.size(), a) == 0
+                 : s.compare(s.size() - a.size(), a.size(), a) == 0;
   };
   if (affix.is_list()) {
     for (const Value& a : affix.list())
@@ -203,9 +206,12 @@ Value string_method(const std::string& s, const std::string& name, Args& args) {
       name == "isupper" || name == "islower") {
     bind_args(name.c_str(), args, {});
     if (s.empty()) return Value(false);
-    int (*pred)(int) = name == "isdigit" ? ::isdigit : name == "isalpha" ? ::isalpha
-                     : name == "isalnum" ? ::isalnum : name == "isspace" ? ::isspace
-                     : name == "isupper" ? ::isupper : ::islower;
+    int (*pred)(int) = name == "isdigit"   ? ::isdigit
+                       : name == "isalpha" ? ::isalpha
+                       : name == "isalnum" ? ::isalnum
+                       : name == "isspace" ? ::isspace
+                       : name == "isupper" ? ::isupper
+                                           : ::islower;
     if (name == "isupper" || name == "islower") {
       bool any = false;
       for (unsigned char c : s) {
@@ -216,7 +222,8 @@ Value string_method(const std::string& s, const std::string& name, Args& args) {
       }
       return Value(any);
     }
-    return Value(std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; }));
+    return Value(std::all_of(s.begin(), s.end(),
+                             [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; }));
   }
   if (name == "format") {
     // "{}" and "{0}" placeholders only, which is what templates use.
@@ -312,9 +319,12 @@ Value dict_method(const Value& self, const std::string& name, Args& args) {
     bind_args(name.c_str(), args, {});
     List out;
     for (const auto& [k, v] : d.entries) {
-      if (name == "items") out.emplace_back(List{Value(k), v});
-      else if (name == "keys") out.emplace_back(k);
-      else out.push_back(v);
+      if (name == "items")
+        out.emplace_back(List{Value(k), v});
+      else if (name == "keys")
+        out.emplace_back(k);
+      else
+        out.push_back(v);
     }
     return Value(std::move(out));
   }
@@ -345,21 +355,27 @@ Value dict_method(const Value& self, const std::string& name, Args& args) {
 }
 
 bool is_method(Value::Kind kind, const std::string& name) {
-  static const char* const kStr[] = {
-      "startswith", "endswith", "strip",   "lstrip",  "rstrip",  "split",   "rsplit",
-      "splitlines", "replace",  "upper",   "lower",   "title",   "capitalize", "find",
-      "rfind",      "index",    "count",   "join",    "isdigit", "isalpha", "isalnum",
-      "isspace",    "isupper",  "islower", "format"};
-  static const char* const kList[] = {"append", "extend", "insert", "pop", "index", "count", "copy"};
+  static const char* const kStr[] = {"startswith", "endswith", "strip",      "lstrip",  "rstrip",
+                                     "split",      "rsplit",   "splitlines", "replace", "upper",
+                                     "lower",      "title",    "capitalize", "find",    "rfind",
+                                     "index",      "count",    "join",       "isdigit", "isalpha",
+                                     "isalnum",    "isspace",  "isupper",    "islower", "format"};
+  static const char* const kList[] = {"append", "extend", "insert", "pop",
+                                      "index",  "count",  "copy"};
   static const char* const kDict[] = {"get", "items", "keys", "values", "pop", "update", "copy"};
   auto in = [&](auto& table) {
-    return std::any_of(std::begin(table), std::end(table), [&](const char* m) { return name == m; });
+    return std::any_of(std::begin(table), std::end(table),
+                       [&](const char* m) { return name == m; });
   };
   switch (kind) {
-    case Value::Kind::String: return in(kStr);
-    case Value::Kind::List: return in(kList);
-    case Value::Kind::Dict: return in(kDict);
-    default: return false;
+    case Value::Kind::String:
+      return in(kStr);
+    case Value::Kind::List:
+      return in(kList);
+    case Value::Kind::Dict:
+      return in(kDict);
+    default:
+      return false;
   }
 }
 
@@ -370,8 +386,10 @@ void slice_indices(int64_t n, const Value& start, const Value& stop, int64_t ste
     if (v.is_undefined() || v.is_none()) return dflt;
     CLB_CHECK(v.is_int() || v.is_bool(), "slice indices must be integers or None");
     int64_t i = v.as_int();
-    if (i < 0) i = std::max<int64_t>(i + n, step < 0 ? -1 : 0);
-    else i = std::min<int64_t>(i, step < 0 ? n - 1 : n);
+    if (i < 0)
+      i = std::max<int64_t>(i + n, step < 0 ? -1 : 0);
+    else
+      i = std::min<int64_t>(i, step < 0 ? n - 1 : n);
     return i;
   };
   b = clamp(start, step < 0 ? n - 1 : 0);
@@ -396,15 +414,15 @@ std::vector<Value> bind_args(const char* fn, Args& args, std::initializer_list<c
     out[i] = v;
   }
   for (size_t i = 0; i < n_required; i++)
-    CLB_CHECK(!out[i].is_undefined(), "%s() missing required argument '%s'", fn,
-              names.begin()[i]);
+    CLB_CHECK(!out[i].is_undefined(), "%s() missing required argument '%s'", fn, names.begin()[i]);
   return out;
 }
 
 Value get_attr(const Value& obj, const std::string& name) {
   if (obj.is_undefined()) {
-    fail("%s", obj.undefined_what().empty() ? ("'undefined' has no attribute '" + name + "'").c_str()
-                                            : obj.undefined_what().c_str());
+    fail("%s", obj.undefined_what().empty()
+                   ? ("'undefined' has no attribute '" + name + "'").c_str()
+                   : obj.undefined_what().c_str());
   }
   if (obj.is_namespace()) {
     const Value* v = obj.dict_ref().find(name);
@@ -415,15 +433,16 @@ Value get_attr(const Value& obj, const std::string& name) {
       std::string s = obj.as_string();
       return Value::function(name, [s, name](Args& a) { return string_method(s, name, a); });
     }
-    if (obj.is_list()) return Value::function(name, [obj, name](Args& a) { return list_method(obj, name, a); });
+    if (obj.is_list())
+      return Value::function(name, [obj, name](Args& a) { return list_method(obj, name, a); });
     return Value::function(name, [obj, name](Args& a) { return dict_method(obj, name, a); });
   }
   if (obj.is_dict()) {
     const Value* v = obj.dict_ref().find(name);
     if (v) return *v;
   }
-  return Value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute '" + name +
-                          "'");
+  return Value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute '" +
+                          name + "'");
 }
 
 Value get_item(const Value& obj, const Value& key) {
@@ -449,8 +468,10 @@ Value get_item(const Value& obj, const Value& key) {
   }
   // jinja2 falls back to getattr for string keys (so d['items'] is a method).
   if (key.is_string() && !obj.is_dict()) return get_attr(obj, key.as_string());
-  if (key.is_string() && is_method(obj.kind(), key.as_string())) return get_attr(obj, key.as_string());
-  return Value::undefined("'" + std::string(obj.type_name()) + " object' has no element " + repr(key));
+  if (key.is_string() && is_method(obj.kind(), key.as_string()))
+    return get_attr(obj, key.as_string());
+  return Value::undefined("'" + std::string(obj.type_name()) + " object' has no element " +
+                          repr(key));
 }
 
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step_v) {
@@ -462,7 +483,8 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
     const List& l = obj.list();
     slice_indices(static_cast<int64_t>(l.size()), start, stop, step, b, e);
     List out;
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) out.push_back(l[static_cast<size_t>(i)]);
+    for (int64_t i = b; step > 0 ? i < e : i > e; i += step)
+      out.push_back(l[static_cast<size_t>(i)]);
     return Value(std::move(out));
   }
   if (obj.is_string()) {
@@ -477,11 +499,14 @@ Value get_slice(const Value& obj, const Value& start, const Value& stop, const V
 
 List iterate(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::Undefined: return {};
-    case Value::Kind::List: return v.list();
+    case Value::Kind::Undefined:
+      return {};
+    case Value::Kind::List:
+      return v.list();
     case Value::Kind::String: {
       List out;
-      for (char32_t c : utf8_decode(v.as_string())) out.emplace_back(utf8_encode(std::u32string(1, c)));
+      for (char32_t c : utf8_decode(v.as_string()))
+        out.emplace_back(utf8_encode(std::u32string(1, c)));
       return out;
     }
     case Value::Kind::Dict:
@@ -491,7 +516,8 @@ List iterate(const Value& v) {
         return out;
       }
       [[fallthrough]];
-    default: fail("'%s' object is not iterable", v.type_name());
+    default:
+      fail("'%s' object is not iterable", v.type_name());
   }
 }
 
@@ -513,13 +539,17 @@ bool contains(const Value& haystack, const Value& needle) {
 
 int64_t length(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::Undefined: return 0;
-    case Value::Kind::String: return static_cast<int64_t>(utf8_decode(v.as_string()).size());
-    case Value::Kind::List: return static_cast<int64_t>(v.list().size());
+    case Value::Kind::Undefined:
+      return 0;
+    case Value::Kind::String:
+      return static_cast<int64_t>(utf8_decode(v.as_string()).size());
+    case Value::Kind::List:
+      return static_cast<int64_t>(v.list().size());
     case Value::Kind::Dict:
       if (!v.is_namespace()) return static_cast<int64_t>(v.dict_ref().entries.size());
       [[fallthrough]];
-    default: fail("object of type '%s' has no len()", v.type_name());
+    default:
+      fail("object of type '%s' has no len()", v.type_name());
   }
 }
 

@@ -46,11 +46,16 @@ class Parser {
 
   static std::string describe(const Token& t) {
     switch (t.type) {
-      case Tok::End: return "end of template";
-      case Tok::VarEnd: return "'}}'";
-      case Tok::BlockEnd: return "'%}'";
-      case Tok::String: return "string";
-      default: return "'" + t.text + "'";
+      case Tok::End:
+        return "end of template";
+      case Tok::VarEnd:
+        return "'}}'";
+      case Tok::BlockEnd:
+        return "'%}'";
+      case Tok::String:
+        return "string";
+      default:
+        return "'" + t.text + "'";
     }
   }
 
@@ -221,7 +226,8 @@ class Parser {
     } else if (at_op(",")) {
       target = make(Expr::Kind::Tuple, tp);
       target->args.push_back(make(Expr::Kind::Name, tp, first));
-      while (accept_op(",")) target->args.push_back(make(Expr::Kind::Name, pos(), expect_identifier()));
+      while (accept_op(","))
+        target->args.push_back(make(Expr::Kind::Name, pos(), expect_identifier()));
     } else {
       target = make(Expr::Kind::Name, tp, first);
     }
@@ -361,8 +367,9 @@ class Parser {
     ExprPtr e = parse_math1();
     while (true) {
       std::string op;
-      if (cur().type == Tok::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                    cur().text == ">" || cur().text == "<=" || cur().text == ">=")) {
+      if (cur().type == Tok::Op &&
+          (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == ">" ||
+           cur().text == "<=" || cur().text == ">=")) {
         op = next().text;
       } else if (accept_name("in")) {
         op = "in";
@@ -570,8 +577,9 @@ class Parser {
         t->args.push_back(std::move(e));
         if (at_op("(")) {
           parse_call_args(*t);
-        } else if ((cur().type == Tok::Name || cur().type == Tok::String || cur().type == Tok::Int ||
-                    cur().type == Tok::Float || at_op("[") || at_op("{")) &&
+        } else if ((cur().type == Tok::Name || cur().type == Tok::String ||
+                    cur().type == Tok::Int || cur().type == Tok::Float || at_op("[") ||
+                    at_op("{")) &&
                    !at_name("else") && !at_name("or") && !at_name("and")) {
           if (at_name("is")) error("cannot chain multiple tests with 'is'");
           t->args.push_back(parse_postfix(parse_primary()));
@@ -609,6 +617,8 @@ class Parser {
 
 }  // namespace
 
-Body parse(const std::vector<Token>& tokens) { return Parser(tokens).parse_template(); }
+Body parse(const std::vector<Token>& tokens) {
+  return Parser(tokens).parse_template();
+}
 
 }  // namespace colibri::jinja

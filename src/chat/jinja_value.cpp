@@ -57,29 +57,46 @@ double Value::as_number() const {
 bool Value::truthy() const {
   switch (kind()) {
     case Kind::Undefined:
-    case Kind::None: return false;
-    case Kind::Bool: return as_bool();
-    case Kind::Int: return as_int() != 0;
-    case Kind::Float: return as_number() != 0.0;
-    case Kind::String: return !as_string().empty();
-    case Kind::List: return !list().empty();
-    case Kind::Dict: return is_namespace() || !dict_ref().entries.empty();
-    case Kind::Callable: return true;
+    case Kind::None:
+      return false;
+    case Kind::Bool:
+      return as_bool();
+    case Kind::Int:
+      return as_int() != 0;
+    case Kind::Float:
+      return as_number() != 0.0;
+    case Kind::String:
+      return !as_string().empty();
+    case Kind::List:
+      return !list().empty();
+    case Kind::Dict:
+      return is_namespace() || !dict_ref().entries.empty();
+    case Kind::Callable:
+      return true;
   }
   return false;
 }
 
 const char* Value::type_name() const {
   switch (kind()) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::None: return "NoneType";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::Float: return "float";
-    case Kind::String: return "str";
-    case Kind::List: return "list";
-    case Kind::Dict: return is_namespace() ? "Namespace" : "dict";
-    case Kind::Callable: return "function";
+    case Kind::Undefined:
+      return "Undefined";
+    case Kind::None:
+      return "NoneType";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Int:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::String:
+      return "str";
+    case Kind::List:
+      return "list";
+    case Kind::Dict:
+      return is_namespace() ? "Namespace" : "dict";
+    case Kind::Callable:
+      return "function";
   }
   return "?";
 }
@@ -108,7 +125,8 @@ std::string format_float(double d) {
   }
   if (exp10 < 0) return out + "0." + std::string(static_cast<size_t>(-exp10 - 1), '0') + digits;
   size_t int_len = static_cast<size_t>(exp10) + 1;
-  if (digits.size() <= int_len) return out + digits + std::string(int_len - digits.size(), '0') + ".0";
+  if (digits.size() <= int_len)
+    return out + digits + std::string(int_len - digits.size(), '0') + ".0";
   return out + digits.substr(0, int_len) + "." + digits.substr(int_len);
 }
 
@@ -140,7 +158,8 @@ static std::string repr_string(const std::string& s) {
 
 std::string repr(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::String: return repr_string(v.as_string());
+    case Value::Kind::String:
+      return repr_string(v.as_string());
     case Value::Kind::List: {
       std::string out = "[";
       for (size_t i = 0; i < v.list().size(); i++) out += (i ? ", " : "") + repr(v.list()[i]);
@@ -155,47 +174,83 @@ std::string repr(const Value& v) {
       }
       return out + (v.is_namespace() ? "}>" : "}");
     }
-    default: return to_str(v);
+    default:
+      return to_str(v);
   }
 }
 
 std::string to_str(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::Undefined: return "";
-    case Value::Kind::None: return "None";
-    case Value::Kind::Bool: return v.as_bool() ? "True" : "False";
-    case Value::Kind::Int: return std::to_string(v.as_int());
-    case Value::Kind::Float: return format_float(v.as_number());
-    case Value::Kind::String: return v.as_string();
+    case Value::Kind::Undefined:
+      return "";
+    case Value::Kind::None:
+      return "None";
+    case Value::Kind::Bool:
+      return v.as_bool() ? "True" : "False";
+    case Value::Kind::Int:
+      return std::to_string(v.as_int());
+    case Value::Kind::Float:
+      return format_float(v.as_number());
+    case Value::Kind::String:
+      return v.as_string();
     case Value::Kind::List:
-    case Value::Kind::Dict: return repr(v);
-    case Value::Kind::Callable: return "<function " + v.callable().name + ">";
+    case Value::Kind::Dict:
+      return repr(v);
+    case Value::Kind::Callable:
+      return "<function " + v.callable().name + ">";
   }
   return "";
 }
 
-// json.dumps string escaping with ensure_ascii=False: only '"', '\\' and
-// control characters are escaped; everything else is written as UTF-8.
-static void dump_json_string(std::string& out, const std::string& s) {
+// json.dumps string escaping: '"', '\\' and control characters, and with
+// ensure_ascii every non-ASCII code point as \uXXXX (a UTF-16 surrogate pair
+// above U+FFFF); without it the UTF-8 bytes are copied as they are.
+static void dump_json_char(std::string& out, char32_t c, bool ensure_ascii) {
+  char buf[16];
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
+    default:
+      break;
+  }
+  if (c < 0x20 || (ensure_ascii && c >= 0x80 && c < 0x10000)) {
+    std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+    out += buf;
+  } else if (ensure_ascii && c >= 0x10000) {
+    char32_t v = c - 0x10000;
+    std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xd800 + (v >> 10)),
+                  static_cast<unsigned>(0xdc00 + (v & 0x3ff)));
+    out += buf;
+  } else {
+    out += static_cast<char>(c);
+  }
+}
+
+static void dump_json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
+  if (ensure_ascii) {
+    for (char32_t c : utf8_decode(s)) dump_json_char(out, c, true);
+  } else {
+    for (unsigned char c : s) dump_json_char(out, c, false);
   }
   out += '"';
 }
@@ -209,16 +264,25 @@ static void dump_json_rec(std::string& out, const Value& v, const JsonStyle& st,
     out.append(static_cast<size_t>(st.indent * d), ' ');
   };
   switch (v.kind()) {
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.as_int()); return;
+    case Value::Kind::None:
+      out += "null";
+      return;
+    case Value::Kind::Bool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case Value::Kind::Int:
+      out += std::to_string(v.as_int());
+      return;
     case Value::Kind::Float: {
       double d = v.as_number();
-      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
-                                                   : format_float(d);
+      out += std::isnan(d)   ? "NaN"
+             : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                             : format_float(d);
       return;
     }
-    case Value::Kind::String: dump_json_string(out, v.as_string()); return;
+    case Value::Kind::String:
+      dump_json_string(out, v.as_string(), st.ensure_ascii);
+      return;
     case Value::Kind::List: {
       if (v.list().empty()) {
         out += "[]";
@@ -248,7 +312,7 @@ static void dump_json_rec(std::string& out, const Value& v, const JsonStyle& st,
       for (size_t i = 0; i < entries.size(); i++) {
         if (i) out += item_sep;
         newline(depth + 1);
-        dump_json_string(out, entries[i].first);
+        dump_json_string(out, entries[i].first, st.ensure_ascii);
         out += key_sep;
         dump_json_rec(out, entries[i].second, st, depth + 1);
       }
@@ -270,16 +334,21 @@ std::string dump_json(const Value& v, const JsonStyle& style) {
 
 Value from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return Value(None{});
-    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::null:
+      return Value(None{});
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       if (u <= static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<int64_t>(u));
       return Value(static_cast<double>(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
       items.reserve(j.size());
@@ -291,17 +360,23 @@ Value from_json(const nlohmann::ordered_json& j) {
       for (const auto& [k, e] : j.items()) d.dict_ref().set(k, from_json(e));
       return d;
     }
-    default: return Value(None{});
+    default:
+      return Value(None{});
   }
 }
 
 nlohmann::ordered_json to_json(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::None: return nullptr;
-    case Value::Kind::Bool: return v.as_bool();
-    case Value::Kind::Int: return v.as_int();
-    case Value::Kind::Float: return v.as_number();
-    case Value::Kind::String: return v.as_string();
+    case Value::Kind::None:
+      return nullptr;
+    case Value::Kind::Bool:
+      return v.as_bool();
+    case Value::Kind::Int:
+      return v.as_int();
+    case Value::Kind::Float:
+      return v.as_number();
+    case Value::Kind::String:
+      return v.as_string();
     case Value::Kind::List: {
       auto a = nlohmann::ordered_json::array();
       for (const auto& e : v.list()) a.push_back(to_json(e));
@@ -312,7 +387,8 @@ nlohmann::ordered_json to_json(const Value& v) {
       for (const auto& [k, e] : v.dict_ref().entries) o[k] = to_json(e);
       return o;
     }
-    default: fail("Object of type %s is not JSON serializable", v.type_name());
+    default:
+      fail("Object of type %s is not JSON serializable", v.type_name());
   }
 }
 
@@ -324,8 +400,10 @@ bool equals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return true;
-    case Value::Kind::String: return a.as_string() == b.as_string();
+    case Value::Kind::None:
+      return true;
+    case Value::Kind::String:
+      return a.as_string() == b.as_string();
     case Value::Kind::List: {
       const List &x = a.list(), &y = b.list();
       if (x.size() != y.size()) return false;
@@ -343,8 +421,10 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Kind::Callable: return &a.callable() == &b.callable();
-    default: return false;
+    case Value::Kind::Callable:
+      return &a.callable() == &b.callable();
+    default:
+      return false;
   }
 }
 
@@ -358,9 +438,8 @@ int compare(const Value& a, const Value& b) {
     return x < y ? -1 : x > y ? 1 : 0;
   }
   // UTF-8 byte order is code point order, which is how Python compares str.
-  if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1
-                                               : a.as_string() == b.as_string()   ? 0
-                                                                                  : 1;
+  if (a.is_string() && b.is_string())
+    return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
   if (a.is_list() && b.is_list()) {
     const List &x = a.list(), &y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); i++)

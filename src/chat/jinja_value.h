@@ -87,8 +87,8 @@ class Value {
   bool is_callable() const { return kind() == Kind::Callable; }
 
   bool as_bool() const { return std::get<bool>(v_); }
-  int64_t as_int() const;     // int or bool
-  double as_number() const;   // int, float or bool
+  int64_t as_int() const;    // int or bool
+  double as_number() const;  // int, float or bool
   const std::string& as_string() const { return std::get<std::string>(v_); }
   List& list() const { return *std::get<6>(v_); }
   Dict& dict_ref() const { return *std::get<7>(v_); }
@@ -120,6 +120,7 @@ struct JsonStyle {
   std::string item_sep;  // empty: Python's default for the indent
   std::string key_sep;
   bool sort_keys = false;
+  bool ensure_ascii = false;  // escape non-ASCII as \uXXXX (json.dumps' default)
 };
 std::string dump_json(const Value& v, const JsonStyle& style = {});
 

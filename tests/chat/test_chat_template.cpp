@@ -28,7 +28,9 @@ std::string read_file(const fs::path& path) {
   return ss.str();
 }
 
-fs::path templates_dir() { return fs::path(kShared) / "data" / "chat-templates"; }
+fs::path templates_dir() {
+  return fs::path(kShared) / "data" / "chat-templates";
+}
 
 // The fixed clock of make_reference.py: 2025-06-28 14:05:09.
 std::tm reference_now() {
@@ -158,7 +160,8 @@ TEST(ChatTemplate, GptOssMatchesHarmony) {
 
 TEST(ChatTemplate, RaiseExceptionCarriesTheMessage) {
   try {
-    render_chat("{{ raise_exception('roles must alternate') }}", ordered_json::array(), nullptr, true, "", "");
+    render_chat("{{ raise_exception('roles must alternate') }}", ordered_json::array(), nullptr,
+                true, "", "");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("roles must alternate"), std::string::npos) << e.what();
@@ -172,6 +175,13 @@ TEST(ChatTemplate, PassesVariablesAsHuggingFaceDoes) {
       ordered_json::parse(R"([{"role": "user", "content": "hi"}])"), nullptr, false, "<s>", "</s>",
       {{"enable_thinking", false}});
   EXPECT_EQ(out, "<s>|hi|True|False|False|</s>");
+}
+
+// Callers holding nlohmann::json (sorted keys) convert implicitly.
+TEST(ChatTemplate, AcceptsPlainJson) {
+  nlohmann::json messages = nlohmann::json::parse(R"([{"role": "user", "content": "hi"}])");
+  EXPECT_EQ(render_chat("{{ messages[0] | tojson }}", messages, nullptr, true, "", ""),
+            R"({"content": "hi", "role": "user"})");
 }
 
 }  // namespace

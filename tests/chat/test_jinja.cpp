@@ -19,7 +19,8 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string render(const std::string& tmpl, const nlohmann::ordered_json& vars = nlohmann::ordered_json::object(),
+std::string render(const std::string& tmpl,
+                   const nlohmann::ordered_json& vars = nlohmann::ordered_json::object(),
                    Options opt = {.trim_blocks = true, .lstrip_blocks = true}) {
   return Template(tmpl, opt).render(from_json(vars));
 }
@@ -30,7 +31,8 @@ TEST(Jinja, MatchesJinja2OnUnitCases) {
   ASSERT_GT(cases.size(), 50u);
   for (const auto& c : cases) {
     SCOPED_TRACE("case " + c["name"].get<std::string>() + ": " + c["template"].get<std::string>());
-    Options opt{.trim_blocks = c["trim_blocks"].get<bool>(), .lstrip_blocks = c["lstrip_blocks"].get<bool>()};
+    Options opt{.trim_blocks = c["trim_blocks"].get<bool>(),
+                .lstrip_blocks = c["lstrip_blocks"].get<bool>()};
     if (c.contains("error")) {
       EXPECT_THROW(render(c["template"], c["vars"], opt), Error) << "jinja2: " << c["error"];
       continue;
@@ -90,7 +92,8 @@ TEST(Jinja, RuntimeErrorNamesLine) {
 TEST(Jinja, RunawayRecursionIsAnError) {
   EXPECT_THROW(render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), Error);
   EXPECT_THROW(render("{{ range(100000000) | length }}"), Error);
-  EXPECT_THROW(Template("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"), Error);
+  EXPECT_THROW(Template("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"),
+               Error);
   EXPECT_THROW(Template("{{ " + std::string(100000, '-') + "1 }}"), Error);
   std::string nested_ifs;
   for (int i = 0; i < 100000; i++) nested_ifs += "{% if true %}";
@@ -107,16 +110,25 @@ TEST(Jinja, DictsKeepInsertionOrder) {
 
 TEST(Jinja, FloatReprMatchesPython) {
   // Values and their repr() as printed by CPython 3.
-  const std::pair<double, const char*> cases[] = {
-      {0.1, "0.1"},       {1.0, "1.0"},         {1e16, "1e+16"},     {1e15, "1000000000000000.0"},
-      {1e-5, "1e-05"},    {0.0001, "0.0001"},   {-2.5, "-2.5"},      {123.456, "123.456"},
-      {1.5e300, "1.5e+300"}, {5e-324, "5e-324"}, {2.0 / 3, "0.6666666666666666"}};
+  const std::pair<double, const char*> cases[] = {{0.1, "0.1"},
+                                                  {1.0, "1.0"},
+                                                  {1e16, "1e+16"},
+                                                  {1e15, "1000000000000000.0"},
+                                                  {1e-5, "1e-05"},
+                                                  {0.0001, "0.0001"},
+                                                  {-2.5, "-2.5"},
+                                                  {123.456, "123.456"},
+                                                  {1.5e300, "1.5e+300"},
+                                                  {5e-324, "5e-324"},
+                                                  {2.0 / 3, "0.6666666666666666"}};
   for (auto [v, want] : cases) EXPECT_EQ(format_float(v), want);
 }
 
 TEST(Jinja, HeaderExampleRenders) {
-  Template t("{% for m in messages %}{{ m.role }}{% endfor %}", {.trim_blocks = true, .lstrip_blocks = true});
-  auto vars = nlohmann::ordered_json::parse(R"({"messages": [{"role": "user"}, {"role": "assistant"}]})");
+  Template t("{% for m in messages %}{{ m.role }}{% endfor %}",
+             {.trim_blocks = true, .lstrip_blocks = true});
+  auto vars =
+      nlohmann::ordered_json::parse(R"({"messages": [{"role": "user"}, {"role": "assistant"}]})");
   EXPECT_EQ(t.render(from_json(vars)), "userassistant");
 }
 

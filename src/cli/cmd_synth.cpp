@@ -1,0 +1,84 @@
+// colibri synth: a random-weight model of a real model's exact shape, to
+// benchmark without downloading weights (model/synth.h says what is in it).
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/sys.h"
+#include "cli/commands.h"
+#include "model/synth.h"
+
+namespace colibri::cli {
+
+namespace {
+
+struct SynthArgs {
+  std::string shape;
+  std::string type = "q4_0";
+  std::string vocab;
+  std::string out;
+  uint64_t seed = 1;
+  float router_skew = 0;
+  int n_threads = 0;
+  bool quiet = false;
+};
+
+int synth(const SynthArgs& a) {
+  const SynthShape* shape = find_synth_shape(a.shape);
+  CLB_CHECK(shape != nullptr, "unknown shape '%s' (known: %s)", a.shape.c_str(), synth_shape_names().c_str());
+  std::optional<SynthType> type = parse_synth_type(a.type);
+  CLB_CHECK(type.has_value(), "unknown type '%s' (known: f32, f16, q8_0, q4_0, q4_k_m)", a.type.c_str());
+  SynthOptions o;
+  o.shape = *shape;
+  o.type = *type;
+  o.seed = a.seed;
+  o.router_skew = a.router_skew;
+  o.vocab_path = a.vocab;
+  o.n_threads = a.n_threads;
+  const double t0 = now_seconds();
+  int last_pct = -1;
+  if (!a.quiet)
+    o.progress = [&](uint64_t done, uint64_t total) {
+      int pct = static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
+      if (pct == last_pct) return;
+      last_pct = pct;
+      double s = now_seconds() - t0;
+      std::fprintf(stderr, "\rwriting %s: %3d%% (%.2f of %.2f GiB, %.0f MiB/s)", a.out.c_str(), pct,
+                   static_cast<double>(done) / (1 << 30), static_cast<double>(total) / (1 << 30),
+                   s > 0 ? static_cast<double>(done) / (1 << 20) / s : 0.0);
+      std::fflush(stderr);
+    };
+  SynthSummary r = write_synth_model(o, a.out);
+  if (!a.quiet) std::fprintf(stderr, "\n");
+  std::printf("%s: %s %s, %d tensors, %.3f B parameters, %.2f GiB, seed %llu, router skew %g (%.1f s)\n",
+              a.out.c_str(), shape->name, synth_type_name(*type), r.n_tensors, static_cast<double>(r.n_params) / 1e9,
+              static_cast<double>(r.file_bytes) / (1 << 30), static_cast<unsigned long long>(a.seed),
+              a.router_skew, now_seconds() - t0);
+  std::printf("weights:");
+  for (const auto& [name, n] : r.params_by_type)
+    std::printf(" %s %.1f%%", name.c_str(), 100.0 * static_cast<double>(n) / static_cast<double>(r.n_params));
+  std::printf("\nvocabulary: %s\n", r.vocab_note.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_synth(CLI::App& app) {
+  auto a = std::make_shared<SynthArgs>();
+  CLI::App* c = app.add_subcommand("synth", "write a random-weight model of a real model's shape");
+  c->add_option("--shape", a->shape, "model shape: " + synth_shape_names())->required();
+  c->add_option("--type", a->type, "file type: f32, f16, q8_0, q4_0, q4_k_m")->capture_default_str();
+  c->add_option("--vocab", a->vocab, "vocab GGUF whose tokenizer is copied (cut or padded to the shape's size)")
+      ->required();
+  c->add_option("-o,--output", a->out, "output file")->required();
+  c->add_option("-s,--seed", a->seed, "random seed (the same seed writes the same bytes)")->capture_default_str();
+  c->add_option("--router-skew", a->router_skew,
+                "expert popularity: the top choice follows ~(rank+1)^-S (0: uniform routing)")
+      ->capture_default_str();
+  c->add_option("-t,--threads", a->n_threads, "threads generating weights (0: all cores)")->capture_default_str();
+  c->add_flag("-q,--quiet", a->quiet, "no progress line");
+  return [a] { return synth(*a); };
+}
+
+COLIBRI_COMMAND(add_synth);
+
+}  // namespace colibri::cli

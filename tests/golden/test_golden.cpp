@@ -121,6 +121,7 @@ CaseReport check_case(Engine& engine, const json& c, Tolerance tol, const std::s
                    trace.experts(i, 0), where + " prompt row " + std::to_string(i));
   }
   int greedy_ok_until = 0;  // steps whose free-running token must equal llama.cpp's
+  bool greedy_open = true;  // no low-margin step yet
   const json& gsteps = c["gen"];
   for (size_t s = 0; s < gen.size() && go; ++s) {
     const json& g = gsteps[s];
@@ -132,12 +133,14 @@ CaseReport check_case(Engine& engine, const json& c, Tolerance tol, const std::s
                      where + " gen step " + std::to_string(s));
       if (!go) break;
     }
+    // Rule 4: the argmax must agree where the margin is clear; free-running
+    // greedy is compared up to the first step where it is not.
     if (g["margin"].get<double>() > 2 * tol.T) {
       EXPECT_EQ(argmax(row, n_vocab), g["id"].get<int>()) << where << " gen step " << s;
+      if (greedy_open) greedy_ok_until = static_cast<int>(s) + 1;
     } else {
-      break;
+      greedy_open = false;
     }
-    greedy_ok_until = static_cast<int>(s) + 1;
   }
 
   // 3. Free-running greedy generation (sequence 0 again, from scratch).
@@ -145,7 +148,8 @@ CaseReport check_case(Engine& engine, const json& c, Tolerance tol, const std::s
     const float* l = engine.eval_prompt(tokens, 0, 0);
     for (int s = 0; s < greedy_ok_until; ++s) {
       int32_t id = argmax(l, n_vocab);
-      ASSERT_EQ(id, gen[s]) << where << ": free-running greedy step " << s;
+      EXPECT_EQ(id, gen[s]) << where << ": free-running greedy step " << s;
+      if (id != gen[s]) break;
       l = engine.eval_token(id, 0, n + s);
     }
   }
@@ -211,7 +215,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
 TEST(GoldenPresence, SharedDataAvailable) {
   if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent: golden tests skipped";
-  EXPECT_EQ(golden_params().size(), 22u + 14u) << "expected 22 models and 14 dequant references";
+  EXPECT_EQ(golden_params().size(), 22u + 15u) << "expected 22 models and 15 dequant references";
 }
 
 // llama2.c's run.c greedy output from the empty prompt, for the dense model

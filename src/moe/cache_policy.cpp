@@ -12,8 +12,8 @@ namespace {
 class LruPolicy : public CachePolicy {
  public:
   explicit LruPolicy(int n_slots) : last_(n_slots, 0) {}
-  void on_insert(int slot, uint64_t now) override { last_[slot] = now; }
-  void on_access(int slot, uint64_t now) override { last_[slot] = now; }
+  void on_insert(int slot, int32_t, uint64_t now) override { last_[slot] = now; }
+  void on_access(int slot, int32_t, uint64_t now) override { last_[slot] = now; }
   double score(int slot, uint64_t) const override { return static_cast<double>(last_[slot]); }
   const char* name() const override { return "lru"; }
 
@@ -21,41 +21,60 @@ class LruPolicy : public CachePolicy {
   std::vector<uint64_t> last_;  // (n_slots) tick of the last access
 };
 
-// count(now) = count(t) * 2^-((now - t) / half_life); each access adds 1.
+// Per key: count of uses, halved once per elapsed epoch of half_life ticks
+// (whole epochs, so keys used in the same epoch compare by count, not by
+// recency). A slab's score is its key's count, less the use that brought it
+// in until it is used again: a newcomer must have been used before to outrank
+// a resident, and in a steady cycle the residents stay and the newest
+// arrival goes.
 class LfuDecayPolicy : public CachePolicy {
  public:
-  LfuDecayPolicy(int n_slots, double half_life)
-      : count_(n_slots, 0.0), at_(n_slots, 0), inv_half_life_(1.0 / half_life) {}
-  void on_insert(int slot, uint64_t now) override {
-    count_[slot] = 1.0;
-    at_[slot] = now;
+  LfuDecayPolicy(int n_slots, int n_keys, uint64_t half_life)
+      : key_(n_slots, -1), inserted_(n_slots, 0), uses_(n_slots, 0), count_(n_keys, 0.0),
+        epoch_(n_keys, 0), half_life_(half_life) {}
+  void on_insert(int slot, int32_t key, uint64_t now) override {
+    key_[slot] = key;
+    inserted_[slot] = now;
+    uses_[slot] = 0;
   }
-  void on_access(int slot, uint64_t now) override {
-    count_[slot] = decayed(slot, now) + 1.0;
-    at_[slot] = now;
+  void on_access(int slot, int32_t key, uint64_t now) override {
+    const uint64_t e = now / half_life_;
+    count_[key] = decay(count_[key], epoch_[key], e) + 1.0;
+    epoch_[key] = e;
+    ++uses_[slot];
   }
-  double score(int slot, uint64_t now) const override { return decayed(slot, now); }
+  double score(int slot, uint64_t now) const override {
+    const int32_t key = key_[slot];
+    const double count = decay(count_[key], epoch_[key], now / half_life_) - (uses_[slot] < 2 ? 1.0 : 0.0);
+    // Among equal counts the newest arrival goes first; the bonus is below
+    // any difference of counts that matters.
+    return count + 1e-9 * (1.0 - static_cast<double>(inserted_[slot]) / static_cast<double>(now + 1));
+  }
   const char* name() const override { return "lfu-decay"; }
 
  private:
-  double decayed(int slot, uint64_t now) const {
-    return count_[slot] * std::exp2(-static_cast<double>(now - at_[slot]) * inv_half_life_);
+  static double decay(double c, uint64_t from, uint64_t to) {
+    return to - from >= 64 ? 0.0 : std::ldexp(c, -static_cast<int>(to - from));
   }
-  std::vector<double> count_;  // (n_slots) decayed access count as of at_
-  std::vector<uint64_t> at_;   // (n_slots)
-  double inv_half_life_;
+  std::vector<int32_t> key_;        // (n_slots)
+  std::vector<uint64_t> inserted_;  // (n_slots) tick the slab arrived
+  std::vector<uint32_t> uses_;      // (n_slots) uses since it arrived
+  std::vector<double> count_;       // (n_keys) uses, as of epoch_
+  std::vector<uint64_t> epoch_;     // (n_keys)
+  uint64_t half_life_;
 };
 
 }  // namespace
 
 const char* cache_policy_names() { return "lru, lfu-decay"; }
 
-std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, int n_slots,
-                                               double half_life) {
+std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, int n_slots, int n_keys,
+                                               uint64_t half_life) {
   CLB_CHECK(n_slots >= 1, "a cache needs at least one slot, got %d", n_slots);
   if (name == "lru") return std::make_unique<LruPolicy>(n_slots);
   if (name == "lfu-decay")
-    return std::make_unique<LfuDecayPolicy>(n_slots, half_life > 0 ? half_life : 4.0 * n_slots);
+    return std::make_unique<LfuDecayPolicy>(
+        n_slots, n_keys, half_life > 0 ? half_life : std::max<uint64_t>(64, 8ull * n_slots));
   fail("unknown cache policy '%s' (choices: %s)", name.c_str(), cache_policy_names());
 }
 
@@ -69,7 +88,7 @@ uint64_t simulate_cache(CachePolicy& policy, int n_slots, std::span<const int32_
     auto it = where.find(key);
     if (it != where.end()) {
       ++hits;
-      policy.on_access(it->second, now);
+      policy.on_access(it->second, key, now);
       continue;
     }
     int slot = used < n_slots ? used++ : -1;
@@ -86,9 +105,16 @@ uint64_t simulate_cache(CachePolicy& policy, int n_slots, std::span<const int32_
     }
     held[slot] = key;
     where[key] = slot;
-    policy.on_insert(slot, now);
+    policy.on_insert(slot, key, now);
+    policy.on_access(slot, key, now);
   }
   return hits;
+}
+
+uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
+                        std::span<const int32_t> trace) {
+  auto p = make_cache_policy(policy, n_slots, n_keys);
+  return simulate_cache(*p, n_slots, trace);
 }
 
 }  // namespace colibri

@@ -5,12 +5,15 @@
 // store's access counter, one tick per acquire().
 //
 //  - "lru": score = tick of the last access.
-//  - "lfu-decay": score = an access count that halves every `half_life`
-//    ticks. Decoding visits every layer once per token, so with a cache
-//    smaller than the working set LRU evicts exactly the slab the next token
-//    reuses; a decayed frequency keeps the experts the router favours and
-//    still forgets them when the text moves on (docs/STREAMING.md has the
-//    measurements that made it the default).
+//  - "lfu-decay": score = how often the slab's expert was used, counted for
+//    every (layer, expert) whether cached or not and halved every `half_life`
+//    ticks, not counting the use that brought it in; ties evict the newest
+//    arrival. Decoding
+//    visits every layer once per token, so with a cache smaller than one
+//    token's experts LRU evicts exactly the slab the next token reuses; a
+//    frequency keeps the experts the router favours (and a new arrival must
+//    earn its place), while the halving forgets them when the text moves on.
+//    docs/STREAMING.md has the measurements that made it the default.
 #pragma once
 
 #include <cstdint>
@@ -24,24 +27,29 @@ namespace colibri {
 class CachePolicy {
  public:
   virtual ~CachePolicy() = default;
-  // The slot now holds a newly loaded slab.
-  virtual void on_insert(int slot, uint64_t now) = 0;
-  virtual void on_access(int slot, uint64_t now) = 0;
+  // The slot now holds a newly loaded slab of `key` (a demand miss or a
+  // prefetch; not a use).
+  virtual void on_insert(int slot, int32_t key, uint64_t now) = 0;
+  // One use of the slab in the slot (an acquire).
+  virtual void on_access(int slot, int32_t key, uint64_t now) = 0;
   // Lower is evicted first.
   virtual double score(int slot, uint64_t now) const = 0;
   virtual const char* name() const = 0;
 };
 
-// "lru" or "lfu-decay"; throws Error naming the choices otherwise.
-// half_life: ticks, for lfu-decay (0: 4 ticks per slot).
-std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, int n_slots,
-                                               double half_life = 0);
+// "lru" or "lfu-decay" over keys in [0, n_keys); throws Error naming the
+// choices otherwise. half_life: ticks, for lfu-decay (0: 8 per slot, at
+// least 64).
+std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, int n_slots, int n_keys,
+                                               uint64_t half_life = 0);
 const char* cache_policy_names();  // "lru, lfu-decay"
 inline constexpr const char* kDefaultCachePolicy = "lfu-decay";
 
-// Replays a trace of expert keys (any ints) through a cache of n_slots slabs
+// Replays a trace of keys in [0, n_keys) through a cache of n_slots slabs
 // under `policy` with nothing pinned or in use, as the store would: a key not
 // cached evicts the lowest score (ties to the lowest slot). Returns the hits.
 uint64_t simulate_cache(CachePolicy& policy, int n_slots, std::span<const int32_t> trace);
+uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
+                        std::span<const int32_t> trace);
 
 }  // namespace colibri

@@ -122,7 +122,7 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   counts_ = o.history.size() == n_keys ? o.history : std::vector<uint64_t>(n_keys, 0);
   pred_mark_.assign(n_keys, 0);
   layer_pred_.assign(n_layer_, 0);
-  policy_ = make_cache_policy(o.policy, n_cache_);
+  policy_ = make_cache_policy(o.policy, n_cache_, static_cast<int>(n_keys));
   std::string io_note;
   io_ = make_io_engine(o.io, o.io_depth, static_cast<int>(ops_.size()), &StreamingExpertStore::on_read,
                        this, &io_note);
@@ -257,7 +257,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch) {
   ++loading_;
   ++stats_.loads;
   if (by_prefetch) ++stats_.prefetch_loads;
-  if (!s.pinned) policy_->on_insert(slot - n_pinned_, now_);
+  if (!s.pinned) policy_->on_insert(slot - n_pinned_, key, now_);
   for (int p = 0; p < kParts; ++p) io_->submit(&ops_[static_cast<size_t>(slot) * kParts + p]);
 }
 
@@ -296,7 +296,7 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
       if (first_look) ++stats_.hits;
       ++s.users;
       s.visit = visit_;
-      if (!s.pinned) policy_->on_access(slot - n_pinned_, now_);
+      if (!s.pinned) policy_->on_access(slot - n_pinned_, key, now_);
       return s.w;
     }
     if (s.state == State::kFailed) {

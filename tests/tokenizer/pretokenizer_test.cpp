@@ -77,5 +77,22 @@ TEST(PreTokenizer, HanRunsStandAlone) {
   EXPECT_EQ(cut("deepseek-v3", "ab" + han), (V{"ab", han}));
 }
 
+// Long runs of one character class are one or many pieces, but never an
+// error: the regex engine must not run out of stack on a 100k-letter word.
+TEST(PreTokenizer, LongRunsDoNotExhaustTheMatcher) {
+  for (std::string_view unit : {"a", "A", " ", "1", "!", "\n", "\xC3\xA9", "\xE4\xBD\xA0"}) {
+    std::string text;
+    for (int i = 0; i < 100000; ++i) text += unit;
+    text += "x";
+    for (std::string_view name : known_pre_tokenizers()) {
+      std::vector<std::string> pieces;
+      ASSERT_NO_THROW(pieces = cut(name, text)) << name << " on a run of " << test::escaped(std::string(unit));
+      size_t total = 0;
+      for (const auto& p : pieces) total += p.size();
+      EXPECT_EQ(total, text.size()) << name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace colibri

@@ -28,8 +28,10 @@ struct ExpertStoreOptions {
   uint64_t mem_budget = 0;  // bytes; 0: the cgroup limit or MemAvailable, less the overhead
   std::string policy = kDefaultCachePolicy;  // "lru" | "lfu-decay"
   bool prefetch = true;     // load the next layer's predicted experts early
-  bool o_direct = false;    // read experts with O_DIRECT (else buffered + fadvise DONTNEED)
-  std::string io = "uring"; // "uring" | "pread"
+  // Defaults measured here (docs/STREAMING.md): O_DIRECT with pread threads
+  // was fastest; O_DIRECT falls back to buffered reads where unsupported.
+  bool o_direct = true;     // read experts with O_DIRECT (else buffered + fadvise DONTNEED)
+  std::string io = "pread"; // "uring" | "pread"
   int io_depth = 32;        // reads in flight (pread: threads, at most 16)
   std::string history_dir;  // "": $XDG_CACHE_HOME/colibri or ~/.cache/colibri
   bool no_history = false;

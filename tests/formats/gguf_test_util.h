@@ -43,7 +43,7 @@ void patch(std::vector<uint8_t>& bytes, size_t at, T v) {
   std::memcpy(bytes.data() + at, &v, sizeof(T));
 }
 
-// Index of key in the writer's output (keys keep insertion order).
+// The fields of key in the writer's output.
 inline const GgufLayout::Kv& kv_field(const GgufLayout& l, const std::vector<uint8_t>& bytes,
                                       const std::string& key) {
   for (const GgufLayout::Kv& kv : l.kvs) {

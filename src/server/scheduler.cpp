@@ -279,16 +279,23 @@ void Scheduler::finish(Slot& s, Finish why, const std::string& error) {
   s.pending.finish = why;
   s.pending.error = error;
   s.pending.usage = s.usage;
-  s.job->push(std::move(s.pending));
-  s.pending = JobEvent{};
-  s.job.reset();
+  std::shared_ptr<Job> job = std::move(s.job);
   s.next_token = -1;
   s.logits_row = -1;
   s.last_used = ++clock_;
-  std::lock_guard<std::mutex> lock(mu_);
-  --stats_.slots_busy;
-  if (why == Finish::kCancelled) ++stats_.jobs_cancelled;
-  else ++stats_.jobs_done;
+  {
+    // Counted before the job hears of it, so a client that reads /metrics
+    // after its answer sees the answer counted.
+    std::lock_guard<std::mutex> lock(mu_);
+    --stats_.slots_busy;
+    if (why == Finish::kCancelled) ++stats_.jobs_cancelled;
+    else ++stats_.jobs_done;
+    stats_.gen_tokens += step_gen_tokens_;
+    window_tokens_ += step_gen_tokens_;
+    step_gen_tokens_ = 0;
+  }
+  job->push(std::move(s.pending));
+  s.pending = JobEvent{};
 }
 
 void Scheduler::fail_all(const std::string& error) {

@@ -59,7 +59,11 @@ void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
   int64_t b, e;
   chunk(0, &b, &e);
   if (b < e) thunk(ctx, b, e, 0);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  // Spin, but yield now and then: a worker that was descheduled needs the core.
+  for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    cpu_relax();
+    if (spins % 4096 == 0) std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker(int index) {

@@ -1,6 +1,7 @@
 // colibri run: generate text from a prompt, streaming tokens as they come.
 #include <cstdio>
 
+#include "base/utf8.h"
 #include "cli/commands.h"
 #include "engine/generate.h"
 
@@ -18,7 +19,7 @@ struct RunArgs {
 
 void print_routing(const Engine& e, int32_t token, const RoutingTrace& t) {
   const Tokenizer& tok = e.tokenizer();
-  std::fprintf(stderr, "\n[token %d %s]", token, std::string(tok.token_text(token)).c_str());
+  std::fprintf(stderr, "\n[token %d '%s']", token, utf8_sanitize(tok.token_to_piece(token)).c_str());
   for (int l = 0; l < t.n_layer; ++l) {
     const int32_t* ids = t.experts(0, l);
     if (ids[0] < 0) continue;

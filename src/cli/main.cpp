@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, cli::Runner>> cmds;
   for (cli::CommandFactory f : cli::command_registry()) {
     cli::Runner r = f(app);
-    cmds.emplace_back(app.get_subcommands().back(), std::move(r));
+    // get_subcommands() without a filter lists only the parsed ones.
+    auto all = app.get_subcommands([](const CLI::App*) { return true; });
+    cmds.emplace_back(all.back(), std::move(r));
   }
   try {
     app.parse(argc, argv);

@@ -82,8 +82,11 @@ void Transformer::linear(const TensorView& w, const float* x, size_t x_stride, i
   for (int t = 0; t < n; ++t)
     quantize_activation(w.type, precision_, x + t * x_stride, xq_.data() + t * xq_row_bytes_, n_in);
   const size_t scratch_stride = row_scratch_.size() / pool_.n_threads();
-  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole.
-  pool_.parallel_for(n_out, 16, [&](int64_t r0, int64_t r1, int th) {
+  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
+  // a product under ~64 KiB of weights is not worth waking another thread for.
+  const size_t bytes = static_cast<size_t>(n_out) * w.row_stride() * n;
+  const int64_t grain = bytes < (64u << 10) ? n_out : 16;
+  pool_.parallel_for(n_out, grain, [&](int64_t r0, int64_t r1, int th) {
     float* scratch = row_scratch_.data() + th * scratch_stride;
     if (n == 1)
       matvec_rows(w, precision_, xq_.data(), y + r0, r0, r1, scratch);
@@ -194,7 +197,11 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
   // token's sequence, one (token, head) pair per work item.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int group = cfg_.n_head / cfg_.n_head_kv;
-  pool_.parallel_for(static_cast<int64_t>(n) * cfg_.n_head, 1, [&](int64_t i0, int64_t i1, int th) {
+  // Short contexts are cheaper on one thread than the hand-off.
+  int64_t work = 0;
+  for (const BatchToken& b : batch) work += static_cast<int64_t>(b.pos + 1) * cfg_.n_head * hd;
+  const int64_t items = static_cast<int64_t>(n) * cfg_.n_head;
+  pool_.parallel_for(items, work < (1 << 16) ? items : 1, [&](int64_t i0, int64_t i1, int th) {
     float* scores = scores_.data() + static_cast<size_t>(th) * n_ctx_;
     for (int64_t item = i0; item < i1; ++item) {
       const int t = static_cast<int>(item / cfg_.n_head), h = static_cast<int>(item % cfg_.n_head);

@@ -1,0 +1,211 @@
+// colibri bench: prompt and generation speed, and generation against the
+// memory-bandwidth roofline.
+//
+// Decoding one token reads every dense weight once and k expert slabs per MoE
+// layer (the same count as `colibri inspect`), so a machine that streams B
+// bytes/s cannot decode faster than B / bytes_per_token. The bandwidth is this
+// machine's own: a multi-threaded streaming read of a buffer far larger than
+// the last-level cache, best of several passes.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/error.h"
+#include "base/sys.h"
+#include "base/thread_pool.h"
+#include "cli/commands.h"
+
+namespace colibri::cli {
+
+namespace {
+
+struct BenchArgs {
+  EngineOptions engine;
+  int n_prompt = 512;
+  int n_gen = 128;
+  int repeats = 3;
+  int probe_mib = 2048;
+  uint64_t seed = 1;
+  bool json = false;
+  std::string json_path;
+};
+
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+
+Spread spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return {med, v.front(), v.back()};
+}
+
+// Streaming read bandwidth in bytes/s: each thread sums its slice of a buffer
+// of `mib` MiB (already touched, so no page faults are timed); best of 5.
+double probe_read_bandwidth(int n_threads, int mib) {
+  const size_t n = (static_cast<size_t>(mib) << 20) / sizeof(uint64_t);
+  AlignedBuffer<uint64_t> buf(n);
+  ThreadPool pool(n_threads);
+  pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
+  });
+  std::vector<uint64_t> sums(n_threads);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    double t0 = now_seconds();
+    pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t b, int64_t e, int t) {
+      // Four independent sums so the loop is bound by loads, not by one add chain.
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      const uint64_t* p = buf.data();
+      int64_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+      }
+      for (; i < e; ++i) s0 += p[i];
+      sums[t] += s0 + s1 + s2 + s3;
+    });
+    double s = now_seconds() - t0;
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s);
+  }
+  // The sums must be used, or the reads may be optimised away.
+  CLB_ASSERT(std::accumulate(sums.begin(), sums.end(), uint64_t{0}) != 1);
+  return best;
+}
+
+// Weight bytes one generated token reads: every dense tensor but the
+// embedding table (one row of it), plus n_expert_used slabs per MoE layer.
+double bytes_per_token(const Engine& e) {
+  const ModelWeights& w = e.weights();
+  const ModelConfig& c = e.config();
+  double b = static_cast<double>(w.dense_bytes) -
+             static_cast<double>(w.token_embd.n_rows() * w.token_embd.row_stride()) +
+             static_cast<double>(w.token_embd.row_stride());
+  if (w.output.data == w.token_embd.data) b += static_cast<double>(w.output.n_rows() * w.output.row_stride());
+  for (int l = 0; l < c.n_layer; ++l)
+    if (w.experts[l].gate_exps.data) b += static_cast<double>(w.experts[l].slab_bytes()) * c.n_expert_used;
+  return b;
+}
+
+int32_t argmax(const float* x, int n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+
+int bench(BenchArgs& a) {
+  CLB_CHECK(a.n_prompt >= 1 && a.n_gen >= 1 && a.repeats >= 1, "-p, -n and -r must be at least 1");
+  const int threads = a.engine.n_threads > 0 ? a.engine.n_threads
+                                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Before the model is loaded, so the probe buffer does not evict it.
+  std::fprintf(stderr, "probing read bandwidth (%d MiB, %d threads)...\n", a.probe_mib, threads);
+  const double probe = probe_read_bandwidth(threads, a.probe_mib);
+
+  a.engine.n_ctx = std::max(a.engine.n_ctx, a.n_prompt + a.n_gen + 1);
+  Engine e(a.engine);
+  const ModelConfig& c = e.config();
+  const double per_tok = bytes_per_token(e);
+  std::vector<int32_t> prompt(a.n_prompt);
+  uint64_t x = a.seed;
+  for (int32_t& t : prompt) {  // random ids from the vocabulary, fixed by the seed
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(c.n_vocab));
+  }
+
+  // One round: prefill, then greedy generation of n tokens. The first round is
+  // a warm-up (page cache, first touches) and is not reported.
+  std::vector<double> pp, tg;
+  for (int r = 0; r <= a.repeats; ++r) {
+    double t0 = now_seconds();
+    const float* logits = e.eval_prompt(prompt, 0, 0);
+    double t1 = now_seconds();
+    int32_t tok = argmax(logits, c.n_vocab);
+    for (int i = 0; i < a.n_gen; ++i) logits = e.eval_token(tok, 0, a.n_prompt + i), tok = argmax(logits, c.n_vocab);
+    double t2 = now_seconds();
+    const char* what = r == 0 ? "warm-up" : "repeat";
+    std::fprintf(stderr, "%s %d: pp%d %.2f tok/s, tg%d %.2f tok/s\n", what, r, a.n_prompt, a.n_prompt / (t1 - t0),
+                 a.n_gen, a.n_gen / (t2 - t1));
+    if (r == 0) continue;
+    pp.push_back(a.n_prompt / (t1 - t0));
+    tg.push_back(a.n_gen / (t2 - t1));
+  }
+  const Spread sp = spread(pp), sg = spread(tg);
+  const double achieved = per_tok * sg.median;
+  const EngineStats st = e.stats();
+
+  nlohmann::json j;
+  j["model"] = a.engine.model_path;
+  j["arch"] = std::string(c.arch->name);
+  j["describe"] = c.describe();
+  j["file_bytes"] = e.file().file_size();
+  j["threads"] = threads;
+  j["n_prompt"] = a.n_prompt;
+  j["n_gen"] = a.n_gen;
+  j["repeats"] = a.repeats;
+  j["sampling"] = "greedy";
+  j["prompt_tok_s"] = {{"median", sp.median}, {"min", sp.min}, {"max", sp.max}, {"all", pp}};
+  j["gen_tok_s"] = {{"median", sg.median}, {"min", sg.min}, {"max", sg.max}, {"all", tg}};
+  j["bytes_per_gen_token"] = per_tok;
+  j["achieved_gb_s"] = achieved / 1e9;
+  j["probe_read_gb_s"] = probe / 1e9;
+  j["roofline_tok_s"] = probe / per_tok;
+  j["pct_of_roofline"] = 100.0 * achieved / probe;
+  j["load_s"] = st.load_s;
+  j["peak_rss_bytes"] = st.peak_rss;
+  j["expert_store"] = {{"name", e.store().name()},
+                       {"requests", st.store.requests},
+                       {"hits", st.store.hits},
+                       {"hit_rate", st.store.requests ? double(st.store.hits) / double(st.store.requests) : 1.0},
+                       {"bytes_read", st.store.bytes_read},
+                       {"io_wait_s", st.store.io_wait_s}};
+  if (!a.json_path.empty()) {
+    std::ofstream f(a.json_path);
+    CLB_CHECK(f.good(), "%s: cannot write", a.json_path.c_str());
+    f << j.dump(2) << "\n";
+  }
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model: %s (%.2f GiB)\n%s\n", a.engine.model_path.c_str(),
+              static_cast<double>(e.file().file_size()) / (1 << 30), c.describe().c_str());
+  std::printf("threads %d, %d repeats after a warm-up, greedy decoding, random prompt tokens (seed %llu)\n\n",
+              threads, a.repeats, static_cast<unsigned long long>(a.seed));
+  std::printf("| test   | tok/s median | min     | max     |\n|--------|--------------|---------|---------|\n");
+  std::printf("| pp%-4d | %12.2f | %7.2f | %7.2f |\n", a.n_prompt, sp.median, sp.min, sp.max);
+  std::printf("| tg%-4d | %12.2f | %7.2f | %7.2f |\n\n", a.n_gen, sg.median, sg.min, sg.max);
+  std::printf("weight bytes per generated token: %.1f MiB\n", per_tok / (1 << 20));
+  std::printf("achieved: %.2f GB/s; read bandwidth (probe): %.2f GB/s; decode roofline %.1f tok/s\n",
+              achieved / 1e9, probe / 1e9, probe / per_tok);
+  std::printf("generation at %.1f%% of roofline\n", 100.0 * achieved / probe);
+  std::printf("expert store %s: %llu requests, hit rate %.1f%%, %.1f MiB read, io wait %.3f s\n", e.store().name(),
+              static_cast<unsigned long long>(st.store.requests),
+              st.store.requests ? 100.0 * double(st.store.hits) / double(st.store.requests) : 100.0,
+              static_cast<double>(st.store.bytes_read) / (1 << 20), st.store.io_wait_s);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* c = app.add_subcommand("bench", "prompt and generation speed against the memory-bandwidth roofline");
+  add_engine_flags(c, &a->engine);
+  c->add_option("-p,--n-prompt", a->n_prompt, "prompt tokens per repeat")->capture_default_str();
+  c->add_option("-n,--n-gen", a->n_gen, "generated tokens per repeat")->capture_default_str();
+  c->add_option("-r,--repeats", a->repeats, "timed repeats (after one warm-up)")->capture_default_str();
+  c->add_option("--probe-mib", a->probe_mib, "size of the bandwidth probe's buffer (well above the L3 cache)")
+      ->capture_default_str();
+  c->add_option("-s,--seed", a->seed, "seed of the random prompt tokens")->capture_default_str();
+  c->add_flag("--json", a->json, "print the results as JSON instead of a table");
+  c->add_option("-o,--output", a->json_path, "also write the results as JSON to this file");
+  return [a] { return bench(*a); };
+}
+
+COLIBRI_COMMAND(add_bench);
+
+}  // namespace colibri::cli

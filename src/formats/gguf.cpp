@@ -203,9 +203,9 @@ void GgufFile::parse_all() {
   uint64_t n_kv = c.read<uint64_t>("metadata count");
   // Each key-value pair takes at least 12 bytes and each tensor info at least
   // 24, so larger counts cannot fit in the file.
-  CLB_CHECK(n_kv <= c.remaining() / 12, "%s: metadata count %llu cannot fit in %zu bytes", fn,
+  CLB_CHECK(n_kv <= c.remaining() / 12, "%s: metadata count %llu cannot fit in %zu bytes (truncated or corrupt)", fn,
             static_cast<unsigned long long>(n_kv), size_);
-  CLB_CHECK(n_tensors <= c.remaining() / 24, "%s: tensor count %llu cannot fit in %zu bytes", fn,
+  CLB_CHECK(n_tensors <= c.remaining() / 24, "%s: tensor count %llu cannot fit in %zu bytes (truncated or corrupt)", fn,
             static_cast<unsigned long long>(n_tensors), size_);
 
   kvs_.reserve(n_kv);

@@ -15,25 +15,24 @@ namespace colibri::cli {
 namespace {
 
 struct PlanArgs {
-  EngineOptions engine;
+  std::string model;
+  int n_ctx = 4096, n_batch = 64, n_seq = 1, n_threads = 0;
   ExpertStoreOptions store;
 };
 
 int plan(const PlanArgs& a) {
-  auto f = GgufFile::open(a.engine.model_path);
+  auto f = GgufFile::open(a.model);
   ModelConfig cfg = ModelConfig::from_gguf(*f);
   ModelWeights w = bind_weights(*f, cfg);
-  const int n_ctx = a.engine.n_ctx > 0 ? a.engine.n_ctx : cfg.n_ctx_train;
-  const int threads = a.engine.n_threads > 0
-                          ? a.engine.n_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const uint64_t other =
-      runtime_bytes_estimate(cfg, n_ctx, a.engine.n_batch, std::max(a.engine.n_seq, 1), threads);
+  const int n_ctx = a.n_ctx > 0 ? a.n_ctx : cfg.n_ctx_train;
+  const int threads = a.n_threads > 0 ? a.n_threads
+                                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const uint64_t other = runtime_bytes_estimate(cfg, n_ctx, a.n_batch, std::max(a.n_seq, 1), threads);
   Plan p = make_plan(a.store, *f, cfg, w, other);
-  std::printf("model: %s (%s)\n%s\n", a.engine.model_path.c_str(),
+  std::printf("model: %s (%s)\n%s\n", a.model.c_str(),
               format_size(static_cast<double>(f->file_size())).c_str(), cfg.describe().c_str());
   std::printf("KV cache and scratch for %d tokens of context, batches of %d, %d threads\n", n_ctx,
-              a.engine.n_batch, threads);
+              a.n_batch, threads);
   std::fputs(p.describe().c_str(), stdout);
   return 0;
 }
@@ -44,7 +43,12 @@ Runner add_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* c = app.add_subcommand(
       "plan", "show where a model's weights would live under a memory budget (--mem)");
-  add_engine_flags(c, &a->engine);
+  // The engine's sizing flags, without --precision: a plan only sizes.
+  c->add_option("-m,--model", a->model, "model file (GGUF)")->required();
+  c->add_option("-c,--ctx-size", a->n_ctx, "context size in tokens (0: the model's)")->capture_default_str();
+  c->add_option("-b,--batch-size", a->n_batch, "tokens per forward step in prefill")->capture_default_str();
+  c->add_option("--parallel", a->n_seq, "sequences decoded together")->capture_default_str();
+  c->add_option("-t,--threads", a->n_threads, "threads (0: all cores)")->capture_default_str();
   add_store_flags(c, &a->store);
   return [a] { return plan(*a); };
 }

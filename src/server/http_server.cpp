@@ -117,6 +117,9 @@ void HttpServer::Impl::setup() {
     } else if (res.status == 404) {
       send_error(res, ApiError{404, "no route for " + req.method + " " + req.path,
                                "invalid_request_error", "not_found", {}});
+    } else if (res.status == 400) {
+      send_error(res, bad_request("the request could not be read: malformed, incomplete, or "
+                                  "sent too slowly"));
     } else {
       send_error(res, ApiError{res.status, strprintf("HTTP status %d", res.status),
                                res.status >= 500 ? "server_error" : "invalid_request_error", {}, {}});

@@ -11,14 +11,12 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <vector>
 
-#include "base/aligned_buffer.h"
 #include "base/error.h"
 #include "base/sys.h"
-#include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "engine/bench.h"
 
 namespace colibri::cli {
 
@@ -46,55 +44,6 @@ Spread spread(std::vector<double> v) {
   return {med, v.front(), v.back()};
 }
 
-// Streaming read bandwidth in bytes/s: each thread sums its slice of a buffer
-// of `mib` MiB (already touched, so no page faults are timed); best of 5.
-double probe_read_bandwidth(int n_threads, int mib) {
-  const size_t n = (static_cast<size_t>(mib) << 20) / sizeof(uint64_t);
-  AlignedBuffer<uint64_t> buf(n);
-  ThreadPool pool(n_threads);
-  pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
-  });
-  std::vector<uint64_t> sums(n_threads);
-  double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
-    double t0 = now_seconds();
-    pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t b, int64_t e, int t) {
-      // Four independent sums so the loop is bound by loads, not by one add chain.
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      const uint64_t* p = buf.data();
-      int64_t i = b;
-      for (; i + 4 <= e; i += 4) {
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
-      }
-      for (; i < e; ++i) s0 += p[i];
-      sums[t] += s0 + s1 + s2 + s3;
-    });
-    double s = now_seconds() - t0;
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s);
-  }
-  // The sums must be used, or the reads may be optimised away.
-  CLB_ASSERT(std::accumulate(sums.begin(), sums.end(), uint64_t{0}) != 1);
-  return best;
-}
-
-// Weight bytes one generated token reads: every dense tensor but the
-// embedding table (one row of it), plus n_expert_used slabs per MoE layer.
-double bytes_per_token(const Engine& e) {
-  const ModelWeights& w = e.weights();
-  const ModelConfig& c = e.config();
-  double b = static_cast<double>(w.dense_bytes) -
-             static_cast<double>(w.token_embd.n_rows() * w.token_embd.row_stride()) +
-             static_cast<double>(w.token_embd.row_stride());
-  if (w.output.data == w.token_embd.data) b += static_cast<double>(w.output.n_rows() * w.output.row_stride());
-  for (int l = 0; l < c.n_layer; ++l)
-    if (w.experts[l].gate_exps.data) b += static_cast<double>(w.experts[l].slab_bytes()) * c.n_expert_used;
-  return b;
-}
-
 int32_t argmax(const float* x, int n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
 
 int bench(BenchArgs& a) {
@@ -103,12 +52,12 @@ int bench(BenchArgs& a) {
                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Before the model is loaded, so the probe buffer does not evict it.
   std::fprintf(stderr, "probing read bandwidth (%d MiB, %d threads)...\n", a.probe_mib, threads);
-  const double probe = probe_read_bandwidth(threads, a.probe_mib);
+  const double probe = probe_read_bandwidth(threads, static_cast<size_t>(a.probe_mib) << 20);
 
   a.engine.n_ctx = std::max(a.engine.n_ctx, a.n_prompt + a.n_gen + 1);
   Engine e(a.engine);
   const ModelConfig& c = e.config();
-  const double per_tok = bytes_per_token(e);
+  const double per_tok = decode_bytes_per_token(c, e.weights());
   std::vector<int32_t> prompt(a.n_prompt);
   uint64_t x = a.seed;
   for (int32_t& t : prompt) {  // random ids from the vocabulary, fixed by the seed

@@ -1,6 +1,7 @@
 // colibri run: generate text from a prompt, streaming tokens as they come.
 #include <cstdio>
 
+#include "base/error.h"
 #include "base/utf8.h"
 #include "cli/commands.h"
 #include "engine/generate.h"
@@ -34,6 +35,13 @@ int run(RunArgs& a) {
   if (a.greedy) a.gen.sampling.temperature = 0;
   Engine engine(a.engine);
   a.gen.trace_routing = a.verbose && engine.config().is_moe();
+  const Plan& plan = engine.plan();
+  std::fprintf(stderr, "memory budget %s (%s): dense %s resident, %s\n", format_size(plan.budget).c_str(),
+               plan.budget_source.c_str(), format_size(plan.dense_bytes).c_str(),
+               plan.all_experts_fit ? "all experts resident"
+                                    : strprintf("%d expert slots + %d pinned, experts streamed from disk",
+                                                plan.n_slots, plan.n_pinned).c_str());
+  if (a.verbose) std::fprintf(stderr, "%s", plan.describe().c_str());
   if (a.verbose) std::fprintf(stderr, "%s\n", engine.config().describe().c_str());
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);

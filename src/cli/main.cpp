@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/store_flags.h"
 
 namespace colibri::cli {
 
@@ -23,6 +24,7 @@ void add_engine_flags(CLI::App* app, EngineOptions* o) {
                   "reference: weights dequantized to F32")
       ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
       ->default_str("native");
+  add_store_flags(app, &o->store);
 }
 
 std::vector<CommandFactory>& command_registry() {

@@ -19,12 +19,18 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
             o.model_path.c_str(), tokenizer_->n_vocab(), cfg_.n_vocab);
 
   int threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-  pool_ = std::make_unique<ThreadPool>(std::max(threads, 1));
-  store_ = std::make_unique<MappedExpertStore>(weights_.experts);
+  threads = std::max(threads, 1);
+  pool_ = std::make_unique<ThreadPool>(threads);
   int n_ctx = o.n_ctx > 0 ? o.n_ctx : cfg_.n_ctx_train;
   CLB_CHECK(n_ctx <= (1 << 22), "context size %d is too large", n_ctx);
   CLB_CHECK(o.n_batch >= 1 && o.n_batch <= 4096, "batch size %d must be between 1 and 4096",
             o.n_batch);
+  // Places the weights under the budget: dense ones copied into anonymous
+  // memory, routed experts behind the store (streamed from disk when they do
+  // not all fit). Rewrites weights_' views, so it comes before the transformer.
+  const uint64_t runtime =
+      runtime_bytes_estimate(cfg_, n_ctx, o.n_batch, std::max(o.n_seq, 1), threads);
+  store_ = make_expert_store(o.store, *file_, cfg_, weights_, runtime, &plan_);
   kv_ = std::make_unique<KVCache>(cfg_, n_ctx, std::max(o.n_seq, 1));
   transformer_ = std::make_unique<Transformer>(cfg_, weights_, *store_, *pool_, o.precision,
                                                o.n_batch, n_ctx);

@@ -20,6 +20,7 @@
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "moe/expert_store.h"
+#include "moe/placement.h"
 #include "tensor/ops.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,6 +33,7 @@ struct EngineOptions {
   int n_batch = 64;      // tokens per forward step in prefill
   int n_seq = 1;         // sequences decoded together (server slots)
   Precision precision = Precision::kNative;
+  ExpertStoreOptions store;  // memory budget and expert streaming
 };
 
 struct EngineStats {
@@ -59,6 +61,8 @@ class Engine {
   KVCache& kv() { return *kv_; }
   Transformer& transformer() { return *transformer_; }
   ExpertStore& store() { return *store_; }
+  // Where the weights live under the memory budget.
+  const Plan& plan() const { return plan_; }
 
   // Feeds tokens of sequence `seq` at positions pos0.. in batches of n_batch
   // and returns the last token's logits (n_vocab, valid until the next call).
@@ -77,7 +81,8 @@ class Engine {
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<ExpertStore> store_;
+  std::unique_ptr<ExpertStore> store_;  // owns the resident dense weights too
+  Plan plan_;
   std::unique_ptr<KVCache> kv_;
   std::unique_ptr<Transformer> transformer_;
   std::vector<float> logits_;           // (n_vocab)

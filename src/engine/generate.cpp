@@ -99,10 +99,21 @@ GenerateResult generate(Engine& engine, std::string_view prompt, const GenerateO
 
 std::string format_summary(const GenerateResult& r, const EngineStats& s) {
   auto rate = [](size_t n, double t) { return t > 0 ? n / t : 0.0; };
-  return strprintf(
+  std::string out = strprintf(
       "prompt %zu tok, %.1f tok/s | generation %zu tok, %.1f tok/s | peak RSS %.1f MiB",
       r.prompt_tokens.size(), rate(r.prompt_tokens.size(), r.prompt_s), r.tokens.size(),
       rate(r.tokens.size(), r.gen_s), s.peak_rss / 1048576.0);
+  const ExpertStoreStats& x = s.store;
+  if (x.loads > 0) {
+    const double tokens = static_cast<double>(s.n_prompt_tokens + s.n_gen_tokens);
+    out += strprintf(" | experts: hit %.1f%%, %.2f MB/token from disk at %.2f GB/s, io wait %.2f s",
+                     x.requests ? 100.0 * x.hits / x.requests : 0.0,
+                     tokens > 0 ? x.bytes_read / tokens / 1e6 : 0.0,
+                     x.read_busy_s > 0 ? x.bytes_read / x.read_busy_s / 1e9 : 0.0, x.io_wait_s);
+    if (x.pred_acquires > 0)
+      out += strprintf(", prefetch recall %.1f%%", 100.0 * x.pred_hits / x.pred_acquires);
+  }
+  return out;
 }
 
 }  // namespace colibri

@@ -55,8 +55,12 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   group_tok_.resize(B * k);
   group_rank_.resize(B * k);
   group_count_.resize(std::max(cfg.n_expert, 1));
+  distinct_.resize(std::max(cfg.n_expert, 1));
   gx_.resize(B * cfg.n_embd);
   usage_.assign(static_cast<size_t>(cfg.n_layer) * std::max(cfg.n_expert, 1), 0);
+  if (store.wants_prediction() && cfg.is_moe())
+    predictor_ = std::make_unique<ExpertPredictor>(cfg.n_embd, cfg.n_expert, cfg.n_expert_used,
+                                                   cfg.rms_eps, precision);
 
   // The widest input any matrix takes, and the most bytes its activations
   // need in any weight type of this model.
@@ -128,6 +132,17 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     attention_block(l, batch, kv);
     for (int t = 0; t < n; ++t)
       for (int i = 0; i < E; ++i) x_[t * E + i] += out_[t * E + i];
+
+    // Before this layer's FFN runs, guess which experts the next layer will
+    // route to, from the residual stream as it stands, so their loads
+    // overlap this layer's compute.
+    if (predictor_ && l + 1 < cfg_.n_layer && w_.layers[l + 1].moe) {
+      const LayerWeights& next = w_.layers[l + 1];
+      std::span<const int> guess =
+          predictor_->predict(x_.data(), n, reinterpret_cast<const float*>(next.ffn_norm.data),
+                              next.router);
+      store_.prefetch_predicted(l + 1, guess);
+    }
 
     for (int t = 0; t < n; ++t)
       rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.ffn_norm.data), E,
@@ -277,6 +292,13 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
       std::copy(wts, wts + K, tw);
     }
   }
+
+  // Every expert this layer needs, in flight at once before the first is
+  // waited on (a streaming store overlaps their reads).
+  int n_distinct = 0;
+  for (int e = 0; e < X; ++e)
+    if (group_count_[e] > 0) distinct_[n_distinct++] = e;
+  store_.prefetch(l, std::span<const int>(distinct_.data(), n_distinct));
 
   // 2. Each routed expert once for all its tokens. Outputs land in the
   // (token, rank) slot so the sum below has one fixed order, whatever the

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "model/kv_cache.h"
 #include "model/weights.h"
 #include "moe/expert_store.h"
+#include "moe/predict.h"
 #include "moe/router.h"
 #include "tensor/ops.h"
 
@@ -103,11 +105,15 @@ class Transformer {
   AlignedBuffer<int32_t> group_tok_;   // (max_batch * k)
   AlignedBuffer<int32_t> group_rank_;  // (max_batch * k)
   AlignedBuffer<int32_t> group_count_; // (n_expert)
+  AlignedBuffer<int> distinct_;        // (n_expert) experts routed to in this layer
   AlignedBuffer<float> gx_;            // gathered inputs (max_batch, n_embd)
   size_t xq_row_bytes_ = 0;
   int n_ff_max_ = 0;
   int n_ctx_ = 0;
   std::vector<uint64_t> usage_;  // (n_layer, n_expert)
+  // Guesses the next MoE layer's experts one layer early, when the store
+  // streams them (null otherwise).
+  std::unique_ptr<ExpertPredictor> predictor_;
 };
 
 }  // namespace colibri

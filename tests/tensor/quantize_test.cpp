@@ -109,10 +109,12 @@ TEST(Quantize, EveryIsaMatchesScalarBitForBit) {
       for (int64_t n : {256, 768, 4096}) {
         std::vector<float> x = tricky_row(n, rng);
         // Exact ties after scaling: a block whose amax is 127 has step 1.
-        x[256] = 127.0f;
-        x[257] = 2.5f;
-        x[258] = -0.5f;
-        x[259] = 1e-40f;  // F32 subnormal
+        // (In the last block, so rows of one block get them too.)
+        const int64_t at = n - 256;
+        x[at] = 127.0f;
+        x[at + 1] = 2.5f;
+        x[at + 2] = -0.5f;
+        x[at + 3] = 1e-40f;  // F32 subnormal
         std::vector<uint8_t> a(row_bytes(t, n)), b(row_bytes(t, n));
         ref_kernel_table().quantize[slot(t)](x.data(), a.data(), n);
         k.quantize[slot(t)](x.data(), b.data(), n);

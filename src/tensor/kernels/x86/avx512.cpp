@@ -116,12 +116,12 @@ void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_str
       const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride) + b;
       a[t] = join(load32(xb[0].qs), two ? load32(xb[1].qs) : zero);
       a_off[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, _mm512_sub_epi8(_mm512_setzero_si512(), a[t]));
-      da[t] = join_scales(half_to_float(xb[0].d), two ? half_to_float(xb[1].d) : 0.0f);
+      da[t] = join_scales(h2f(xb[0].d), two ? h2f(xb[1].d) : 0.0f);
     }
     for (int r = 0; r < R; ++r) {
       const Block* wb = reinterpret_cast<const Block*>(w + r * w_stride) + b;
       const __m512i u = join(W::unpack(wb[0]), two ? W::unpack(wb[1]) : zero);
-      const __m512 dw = join_scales(half_to_float(wb[0].d), two ? half_to_float(wb[1].d) : 0.0f);
+      const __m512 dw = join_scales(h2f(wb[0].d), two ? h2f(wb[1].d) : 0.0f);
       for (int t = 0; t < T; ++t) {
         const __m512i s = _mm512_dpbusd_epi32(a_off[t], u, a[t]);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[t]), acc[r][t]);

@@ -187,6 +187,7 @@ TEST_P(Golden, MatchesLlamaCpp) {
   o.n_batch = 64;
   o.n_threads = 2;
   o.precision = p.dequant ? Precision::kReference : Precision::kNative;
+  o.store.no_history = true;
   Engine engine(o);
   Tolerance tol = tolerance_for(p.model, p.dequant);
   int checked = 0, total = 0;

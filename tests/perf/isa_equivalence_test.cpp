@@ -1,0 +1,117 @@
+// The fast kernels against the scalar ones on whole models: on every golden
+// model, greedy decoding with the best ISA and with set_kernel_isa(kScalar)
+// picks the same tokens. The two paths quantize activations bit for bit alike
+// and differ only in the order of float additions, so their logits must stay
+// within the golden tolerance of each other, and a token may differ only at a
+// near-tie (where the check of that case ends).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "tensor/ops.h"
+
+namespace colibri {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kGolden = fs::path(COLIBRI_SHARED_DIR) / "golden";
+
+// ../shared/golden/README.md "Tolerances" for the native path.
+double tolerance_for(const std::string& model) {
+  if (model.find("f32") != std::string::npos || model.rfind("stories260K", 0) == 0) return 1e-3;
+  if (model.find("bf16") != std::string::npos) return 0.2;
+  if (model.find("f16") != std::string::npos) return 3e-2;
+  return 0.6;
+}
+
+int32_t argmax(const float* x, int n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+
+std::vector<std::string> golden_models() {
+  std::vector<std::string> ms;
+  if (!fs::exists(kGolden)) return ms;
+  for (const auto& e : fs::directory_iterator(kGolden))
+    if (e.path().extension() == ".gguf") ms.push_back(e.path().stem().string());
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
+class IsaEquivalence : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(IsaEquivalence, ScalarPathGivesTheSameGreedyTokens) {
+  const Isa fast = best_isa();
+  if (fast == Isa::kScalar) GTEST_SKIP() << "this CPU has no SIMD kernels to compare";
+  const std::string& model = GetParam();
+  std::ifstream in(kGolden / (model + ".json"));
+  ASSERT_TRUE(in) << model << ".json missing";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EngineOptions o;
+  o.model_path = (kGolden / (model + ".gguf")).string();
+  o.n_ctx = 512;
+  o.n_batch = 64;
+  o.n_threads = 2;
+  o.store.no_history = true;
+  Engine engine(o);
+  const int n_vocab = engine.n_vocab();
+  const double T = tolerance_for(model);
+  constexpr int kSteps = 12;
+
+  int steps_checked = 0;
+  for (const auto& c : j["cases"]) {
+    const std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
+    const int n = static_cast<int>(tokens.size());
+    // Best ISA, free-running.
+    set_kernel_isa(fast);
+    std::vector<int32_t> ids;
+    std::vector<float> fast_logits;
+    const float* l = engine.eval_prompt(tokens, 0, 0);
+    for (int s = 0; s < kSteps; ++s) {
+      ids.push_back(argmax(l, n_vocab));
+      fast_logits.insert(fast_logits.end(), l, l + n_vocab);
+      if (s + 1 < kSteps) l = engine.eval_token(ids.back(), 0, n + s);
+    }
+    // Scalar, fed the same tokens.
+    set_kernel_isa(Isa::kScalar);
+    l = engine.eval_prompt(tokens, 0, 0);
+    for (int s = 0; s < kSteps; ++s) {
+      const float* f = fast_logits.data() + static_cast<size_t>(s) * n_vocab;
+      double max_d = 0;
+      for (int v = 0; v < n_vocab; ++v) max_d = std::max(max_d, static_cast<double>(std::fabs(l[v] - f[v])));
+      EXPECT_LE(max_d, T) << model << " " << c["name"] << " step " << s;
+      const int32_t want = argmax(l, n_vocab);
+      if (want != ids[s]) {
+        // Only a near-tie may flip: the scalar path rates both within T.
+        EXPECT_LE(l[want] - l[ids[s]], T) << model << " " << c["name"] << " step " << s << ": scalar picks " << want
+                                          << ", " << isa_name(fast) << " picks " << ids[s];
+        break;
+      }
+      ++steps_checked;
+      if (s + 1 < kSteps) l = engine.eval_token(ids[s], 0, n + s);
+    }
+    set_kernel_isa(fast);
+  }
+  EXPECT_GT(steps_checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, IsaEquivalence, ::testing::ValuesIn(golden_models()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(IsaEquivalence);
+
+TEST(IsaEquivalencePresence, SharedDataAvailable) {
+  if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent: ISA equivalence on models skipped";
+  EXPECT_FALSE(golden_models().empty());
+}
+
+}  // namespace
+}  // namespace colibri

@@ -30,7 +30,9 @@ struct ChatArgs {
 
 std::atomic<bool> g_interrupted{false};
 
-extern "C" void on_interrupt(int) { g_interrupted = true; }
+extern "C" void on_interrupt(int) {
+  g_interrupted = true;
+}
 
 // Streams one reply to stdout; returns its text.
 std::string reply(server::Scheduler& sched, server::JobParams p, server::Usage* usage) {
@@ -62,8 +64,10 @@ int chat(ChatArgs& a) {
   server::Scheduler sched(engine, server::SchedulerOptions{0});
   const bool tty = isatty(STDIN_FILENO);
   if (tty)
-    std::fprintf(stderr, "colibri chat: chat template: %s. /reset starts over, /exit or Ctrl-D ends, "
-                         "Ctrl-C stops a reply.\n", fmt.origin().c_str());
+    std::fprintf(stderr,
+                 "colibri chat: chat template: %s. /reset starts over, /exit or Ctrl-D ends, "
+                 "Ctrl-C stops a reply.\n",
+                 fmt.origin().c_str());
   // Ctrl-C interrupts a reply, or the read of the next line (no SA_RESTART).
   struct sigaction sa = {};
   sa.sa_handler = on_interrupt;
@@ -90,8 +94,10 @@ int chat(ChatArgs& a) {
     server::JobParams p;
     p.prompt = server::tokenize_prompt(engine.tokenizer(), fmt.render(messages, nullptr, true));
     if (static_cast<int64_t>(p.prompt.size()) >= engine.n_ctx()) {
-      std::fprintf(stderr, "[the conversation is %zu tokens and the context holds %d: /reset, "
-                           "or restart with a larger -c]\n", p.prompt.size(), engine.n_ctx());
+      std::fprintf(stderr,
+                   "[the conversation is %zu tokens and the context holds %d: /reset, "
+                   "or restart with a larger -c]\n",
+                   p.prompt.size(), engine.n_ctx());
       messages.erase(messages.size() - 1);
       continue;
     }

@@ -25,9 +25,13 @@ json error_json(const ApiError& e) {
             {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
-std::string sse_data(const json& j) { return "data: " + dump(j) + "\n\n"; }
+std::string sse_data(const json& j) {
+  return "data: " + dump(j) + "\n\n";
+}
 
 namespace {
 
@@ -75,13 +79,14 @@ uint64_t random_seed() {
 json normalize_content(const json& content, size_t i) {
   if (content.is_null() || content.is_string()) return content;
   const std::string param = strprintf("messages[%zu].content", i);
-  if (!content.is_array()) throw bad_request(param + " must be a string or an array of parts", param);
+  if (!content.is_array())
+    throw bad_request(param + " must be a string or an array of parts", param);
   std::string text;
   for (const json& part : content) {
     if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
         !part["text"].is_string())
-      throw bad_request(param + ": only parts of type \"text\" with a string \"text\" are supported",
-                        param);
+      throw bad_request(
+          param + ": only parts of type \"text\" with a string \"text\" are supported", param);
     text += part["text"].get<std::string>();
   }
   return text;
@@ -109,7 +114,8 @@ json parse_messages(const json& body) {
     json copy = msg;
     auto content = msg.find("content");
     if (content == msg.end()) {
-      if (*role != "assistant") throw bad_request(param + ".content is required", param + ".content");
+      if (*role != "assistant")
+        throw bad_request(param + ".content is required", param + ".content");
       copy["content"] = nullptr;
     } else {
       copy["content"] = normalize_content(*content, i);
@@ -125,8 +131,7 @@ void parse_prompt(const json& body, int n_vocab, ApiRequest& r) {
   const json* one = p;
   // A list of one prompt is accepted; several prompts in one request are not.
   if (p->is_array() && !p->empty() && (p->at(0).is_string() || p->at(0).is_array())) {
-    if (p->size() != 1)
-      throw bad_request("only one prompt per request is supported", "prompt");
+    if (p->size() != 1) throw bad_request("only one prompt per request is supported", "prompt");
     one = &p->at(0);
   }
   if (one->is_string()) {
@@ -136,7 +141,8 @@ void parse_prompt(const json& body, int n_vocab, ApiRequest& r) {
   if (one->is_array() && !one->empty()) {
     for (const json& t : *one) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
-        throw bad_request(strprintf("prompt tokens must be integers in [0, %d)", n_vocab), "prompt");
+        throw bad_request(strprintf("prompt tokens must be integers in [0, %d)", n_vocab),
+                          "prompt");
       r.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
     return;
@@ -207,7 +213,8 @@ ApiRequest parse_request(std::string_view text, Endpoint endpoint,
   }
 
   JobParams& j = r.job;
-  const char* max_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const char* max_name =
+      field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   j.max_tokens = static_cast<int>(read_int(body, max_name, -1, 1, INT32_MAX));
   SamplerParams& s = j.sampling;
   s.temperature = static_cast<float>(read_number(body, "temperature", s.temperature, 0, 2));
@@ -316,7 +323,8 @@ json ResponseWriter::chunk(const std::string& text, const std::vector<TokenLogpr
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = logprobs_ && !lps.empty() ? logprobs_json(lps, streamed_bytes_) : json(nullptr);
+  choice["logprobs"] =
+      logprobs_ && !lps.empty() ? logprobs_json(lps, streamed_bytes_) : json(nullptr);
   choice["finish_reason"] = finish == Finish::kNone ? json(nullptr) : json(finish_name(finish));
   json c = {{"id", meta_.id},
             {"object", chat ? "chat.completion.chunk" : "text_completion"},

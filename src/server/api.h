@@ -38,15 +38,16 @@ nlohmann::ordered_json error_json(const ApiError& e);
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // chat; content normalized to strings
-  nlohmann::ordered_json tools;                               // chat; null when absent
-  std::string prompt;                                 // completions, as text
-  std::vector<int32_t> prompt_tokens;                 // completions, given as token ids
+  nlohmann::ordered_json messages =
+      nlohmann::ordered_json::array();  // chat; content normalized to strings
+  nlohmann::ordered_json tools;         // chat; null when absent
+  std::string prompt;                   // completions, as text
+  std::vector<int32_t> prompt_tokens;   // completions, given as token ids
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
   int top_logprobs = 0;
-  JobParams job;               // everything but the prompt
+  JobParams job;  // everything but the prompt
 };
 
 // `model_ids`: the names this server answers to. `n_vocab` bounds token-id
@@ -57,8 +58,8 @@ ApiRequest parse_request(std::string_view body, Endpoint endpoint,
 // Identity of one response: the same id and created time in every chunk.
 struct ResponseMeta {
   Endpoint endpoint = Endpoint::kChat;
-  std::string id;        // chatcmpl-... / cmpl-...
-  int64_t created = 0;   // Unix seconds
+  std::string id;       // chatcmpl-... / cmpl-...
+  int64_t created = 0;  // Unix seconds
   std::string model;
 };
 ResponseMeta new_response_meta(Endpoint endpoint, const std::string& model);
@@ -84,17 +85,18 @@ class ResponseWriter {
 
  private:
   nlohmann::ordered_json chunk(const std::string& text, const std::vector<TokenLogprob>& lps,
-                       Finish finish) const;
-  nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps, size_t text_offset) const;
+                               Finish finish) const;
+  nlohmann::ordered_json logprobs_json(const std::vector<TokenLogprob>& lps,
+                                       size_t text_offset) const;
   nlohmann::ordered_json token_json(int32_t id, float logprob) const;
 
   ResponseMeta meta_;
   const Tokenizer& tok_;
   bool logprobs_;
   bool include_usage_;
-  std::string text_;                    // non-streaming: all text
-  std::vector<TokenLogprob> all_lps_;   // non-streaming: all logprobs
-  size_t streamed_bytes_ = 0;           // streaming: text sent so far (completions text_offset)
+  std::string text_;                   // non-streaming: all text
+  std::vector<TokenLogprob> all_lps_;  // non-streaming: all logprobs
+  size_t streamed_bytes_ = 0;          // streaming: text sent so far (completions text_offset)
   Finish finish_ = Finish::kNone;
   Usage usage_;
 };

@@ -76,9 +76,13 @@ int HttpServer::bind() {
   return port;
 }
 
-bool HttpServer::run() { return impl_->http.listen_after_bind(); }
+bool HttpServer::run() {
+  return impl_->http.listen_after_bind();
+}
 
-void HttpServer::stop() { impl_->http.stop(); }
+void HttpServer::stop() {
+  impl_->http.stop();
+}
 
 bool HttpServer::Impl::authorized(const httplib::Request& req) const {
   if (opts.api_key.empty()) return true;
@@ -89,8 +93,8 @@ void HttpServer::Impl::setup() {
   started = std::chrono::duration_cast<std::chrono::seconds>(
                 std::chrono::system_clock::now().time_since_epoch())
                 .count();
-  const int threads = opts.n_http_threads > 0 ? opts.n_http_threads
-                                              : scheduler.n_slots() + opts.max_queue + 8;
+  const int threads =
+      opts.n_http_threads > 0 ? opts.n_http_threads : scheduler.n_slots() + opts.max_queue + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(opts.max_body_bytes);
   http.set_read_timeout(opts.timeout_s, 0);
@@ -100,32 +104,42 @@ void HttpServer::Impl::setup() {
   http.set_tcp_nodelay(true);
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError{401, "incorrect or missing API key: send 'Authorization: Bearer KEY'",
-                             "invalid_request_error", "invalid_api_key", {}});
+    if (req.path == "/health" || authorized(req))
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, ApiError{401,
+                             "incorrect or missing API key: send 'Authorization: Bearer KEY'",
+                             "invalid_request_error",
+                             "invalid_api_key",
+                             {}});
     return httplib::Server::HandlerResponse::Handled;
   });
   // Errors httplib raises itself (unknown path, body over the limit) in
   // OpenAI's shape; a body over the limit is a bad request like any other.
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (res.status == 413) {
-      send_error(res, bad_request(strprintf("the body is larger than the limit of %zu bytes",
-                                            opts.max_body_bytes),
-                                  {}, "request_too_large"));
-    } else if (res.status == 404) {
-      send_error(res, ApiError{404, "no route for " + req.method + " " + req.path,
-                               "invalid_request_error", "not_found", {}});
-    } else if (res.status == 400) {
-      send_error(res, bad_request("the request could not be read: malformed, incomplete, or "
-                                  "sent too slowly"));
-    } else {
-      send_error(res, ApiError{res.status, strprintf("HTTP status %d", res.status),
-                               res.status >= 500 ? "server_error" : "invalid_request_error", {}, {}});
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 413) {
+          send_error(res, bad_request(strprintf("the body is larger than the limit of %zu bytes",
+                                                opts.max_body_bytes),
+                                      {}, "request_too_large"));
+        } else if (res.status == 404) {
+          send_error(res, ApiError{404,
+                                   "no route for " + req.method + " " + req.path,
+                                   "invalid_request_error",
+                                   "not_found",
+                                   {}});
+        } else if (res.status == 400) {
+          send_error(res, bad_request("the request could not be read: malformed, incomplete, or "
+                                      "sent too slowly"));
+        } else {
+          send_error(res, ApiError{res.status,
+                                   strprintf("HTTP status %d", res.status),
+                                   res.status >= 500 ? "server_error" : "invalid_request_error",
+                                   {},
+                                   {}});
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown error";
@@ -165,8 +179,9 @@ void HttpServer::Impl::setup() {
                   {"chat_template", chat.origin()}}}};
   };
   http.Get("/v1/models", [this, model_json](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump(json{{"object", "list"}, {"data", json::array({model_json(opts.model_ids[0])})}}),
-                    "application/json");
+    res.set_content(
+        dump(json{{"object", "list"}, {"data", json::array({model_json(opts.model_ids[0])})}}),
+        "application/json");
   });
   http.Get(R"(/v1/models/(.+))",
            [this, model_json](const httplib::Request& req, httplib::Response& res) {
@@ -228,8 +243,12 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
   }
   if (!job) {
     res.set_header("Retry-After", "1");
-    return send_error(res, ApiError{429, "the server is busy: every slot and the queue are full; retry later",
-                                    "rate_limit_error", "rate_limit_exceeded", {}});
+    return send_error(res,
+                      ApiError{429,
+                               "the server is busy: every slot and the queue are full; retry later",
+                               "rate_limit_error",
+                               "rate_limit_exceeded",
+                               {}});
   }
   if (stream)
     respond_stream(res, std::move(job), std::move(writer));
@@ -288,7 +307,8 @@ void HttpServer::Impl::respond_whole(httplib::Response& res, std::shared_ptr<Job
     job->wait(events, milliseconds(100));
     if (const JobEvent* last = absorb()) {
       if (last->finish == Finish::kError)
-        return send_error(res, ApiError{500, "generation failed: " + last->error, "server_error", {}, {}});
+        return send_error(
+            res, ApiError{500, "generation failed: " + last->error, "server_error", {}, {}});
       return res.set_content(dump(w->body()), "application/json");
     }
   }
@@ -306,10 +326,11 @@ void HttpServer::Impl::respond_whole(httplib::Response& res, std::shared_ptr<Job
         for (const JobEvent& e : *pending) {
           w->add(e);
           if (e.finish == Finish::kNone) continue;
-          std::string body = e.finish == Finish::kError
-                                 ? dump(error_json(ApiError{500, "generation failed: " + e.error,
-                                                            "server_error", {}, {}}))
-                                 : dump(w->body());
+          std::string body =
+              e.finish == Finish::kError
+                  ? dump(error_json(
+                        ApiError{500, "generation failed: " + e.error, "server_error", {}, {}}))
+                  : dump(w->body());
           if (!sink.write(body.data(), body.size())) return false;
           sink.done();
           return true;

@@ -23,12 +23,12 @@ class ChatFormatter;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                        // 0: any free port (see bind())
-  std::string api_key;                    // non-empty: required as "Authorization: Bearer KEY"
-  std::vector<std::string> model_ids;     // names accepted in "model"; the first is listed
-  size_t max_body_bytes = 8u << 20;       // larger bodies are refused with 400
-  int timeout_s = 30;                     // per read/write on a connection
-  int n_http_threads = 0;                 // 0: slots + queue + 8 (one per open connection)
+  int port = 8080;                     // 0: any free port (see bind())
+  std::string api_key;                 // non-empty: required as "Authorization: Bearer KEY"
+  std::vector<std::string> model_ids;  // names accepted in "model"; the first is listed
+  size_t max_body_bytes = 8u << 20;    // larger bodies are refused with 400
+  int timeout_s = 30;                  // per read/write on a connection
+  int n_http_threads = 0;              // 0: slots + queue + 8 (one per open connection)
   int max_queue = 64;
 };
 

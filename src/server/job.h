@@ -22,11 +22,11 @@
 namespace colibri::server {
 
 struct JobParams {
-  std::vector<int32_t> prompt;      // tokens, BOS included where the model adds one
+  std::vector<int32_t> prompt;  // tokens, BOS included where the model adds one
   SamplerParams sampling;
-  int max_tokens = -1;              // < 0: until end of generation or the context is full
-  std::vector<std::string> stop;    // stop strings, cut from the text
-  int n_logprobs = -1;              // < 0: none; 0: the chosen token's; n: plus the top n
+  int max_tokens = -1;            // < 0: until end of generation or the context is full
+  std::vector<std::string> stop;  // stop strings, cut from the text
+  int n_logprobs = -1;            // < 0: none; 0: the chosen token's; n: plus the top n
   bool ignore_eos = false;
 };
 
@@ -42,16 +42,16 @@ struct TokenLogprob {
 
 struct Usage {
   int prompt_tokens = 0;
-  int cached_tokens = 0;   // prompt tokens whose KV came from the prefix cache
+  int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache
   int completion_tokens = 0;
 };
 
 struct JobEvent {
-  std::string text;                      // new text (valid UTF-8, may be empty)
-  std::vector<TokenLogprob> logprobs;    // tokens sampled since the last event
-  Finish finish = Finish::kNone;         // set on the last event of a job
-  std::string error;                     // with Finish::kError
-  Usage usage;                           // on the last event
+  std::string text;                    // new text (valid UTF-8, may be empty)
+  std::vector<TokenLogprob> logprobs;  // tokens sampled since the last event
+  Finish finish = Finish::kNone;       // set on the last event of a job
+  std::string error;                   // with Finish::kError
+  Usage usage;                         // on the last event
 };
 
 class Job {

@@ -30,15 +30,17 @@ std::string prometheus_text(const SchedulerStats& s,
                             const std::map<std::pair<std::string, int>, uint64_t>& requests,
                             uint64_t rss_bytes) {
   std::string out;
-  out += "# HELP colibri_requests_total HTTP requests answered, by path and status.\n"
-         "# TYPE colibri_requests_total counter\n";
+  out +=
+      "# HELP colibri_requests_total HTTP requests answered, by path and status.\n"
+      "# TYPE colibri_requests_total counter\n";
   for (const auto& [key, n] : requests)
     out += strprintf("colibri_requests_total{path=\"%s\",status=\"%d\"} %llu\n",
                      label(key.first).c_str(), key.second, static_cast<unsigned long long>(n));
   metric(out, "colibri_completions_total", "counter", "Generations finished.", s.jobs_done);
   metric(out, "colibri_completions_cancelled_total", "counter",
          "Generations stopped because the client went away.", s.jobs_cancelled);
-  metric(out, "colibri_prompt_tokens_total", "counter", "Prompt tokens evaluated.", s.prompt_tokens);
+  metric(out, "colibri_prompt_tokens_total", "counter", "Prompt tokens evaluated.",
+         s.prompt_tokens);
   metric(out, "colibri_prompt_tokens_cached_total", "counter",
          "Prompt tokens whose KV came from the prefix cache.", s.cached_tokens);
   metric(out, "colibri_generated_tokens_total", "counter", "Tokens generated.", s.gen_tokens);

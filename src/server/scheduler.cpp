@@ -10,11 +10,16 @@ namespace colibri::server {
 
 const char* finish_name(Finish f) {
   switch (f) {
-    case Finish::kStop: return "stop";
-    case Finish::kLength: return "length";
-    case Finish::kCancelled: return "cancelled";
-    case Finish::kError: return "error";
-    case Finish::kNone: break;
+    case Finish::kStop:
+      return "stop";
+    case Finish::kLength:
+      return "length";
+    case Finish::kCancelled:
+      return "cancelled";
+    case Finish::kError:
+      return "error";
+    case Finish::kNone:
+      break;
   }
   return "";
 }
@@ -288,8 +293,10 @@ void Scheduler::finish(Slot& s, Finish why, const std::string& error) {
     // after its answer sees the answer counted.
     std::lock_guard<std::mutex> lock(mu_);
     --stats_.slots_busy;
-    if (why == Finish::kCancelled) ++stats_.jobs_cancelled;
-    else ++stats_.jobs_done;
+    if (why == Finish::kCancelled)
+      ++stats_.jobs_cancelled;
+    else
+      ++stats_.jobs_done;
     stats_.gen_tokens += step_gen_tokens_;
     window_tokens_ += step_gen_tokens_;
     step_gen_tokens_ = 0;

@@ -41,13 +41,13 @@ struct SchedulerStats {
   int queue_depth = 0;
   uint64_t jobs_done = 0;
   uint64_t jobs_cancelled = 0;
-  uint64_t prompt_tokens = 0;      // prompt tokens evaluated
-  uint64_t cached_tokens = 0;      // prompt tokens served from the prefix cache
-  uint64_t gen_tokens = 0;         // tokens sampled
-  uint64_t steps = 0;              // forward passes
-  uint64_t batch_tokens = 0;       // tokens over all forward passes
-  double busy_s = 0;               // time spent in forward passes
-  double gen_tokens_per_s = 0;     // over the last few seconds
+  uint64_t prompt_tokens = 0;   // prompt tokens evaluated
+  uint64_t cached_tokens = 0;   // prompt tokens served from the prefix cache
+  uint64_t gen_tokens = 0;      // tokens sampled
+  uint64_t steps = 0;           // forward passes
+  uint64_t batch_tokens = 0;    // tokens over all forward passes
+  double busy_s = 0;            // time spent in forward passes
+  double gen_tokens_per_s = 0;  // over the last few seconds
   ExpertStoreStats store;
 };
 
@@ -78,7 +78,7 @@ class Scheduler {
     Usage usage;
     TextStream text;
     Sampler sampler;
-    JobEvent pending;             // output gathered during this step
+    JobEvent pending;  // output gathered during this step
     Slot(int seq_, int n_vocab) : seq(seq_), sampler(n_vocab, SamplerParams{}) {}
   };
 
@@ -95,19 +95,19 @@ class Scheduler {
   Engine& engine_;
   SchedulerOptions opts_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<BatchToken> batch_;     // (n_batch)
-  std::vector<float> logits_;         // (n_slots, n_vocab)
-  std::vector<TokenLogprob> top_;     // scratch for top_logprobs
+  std::vector<BatchToken> batch_;  // (n_batch)
+  std::vector<float> logits_;      // (n_slots, n_vocab)
+  std::vector<TokenLogprob> top_;  // scratch for top_logprobs
   std::vector<TokenProb> top_scratch_;
   uint64_t clock_ = 0;
-  uint64_t step_gen_tokens_ = 0;      // tokens sampled in this step
+  uint64_t step_gen_tokens_ = 0;  // tokens sampled in this step
 
-  mutable std::mutex mu_;             // guards queue_, stop_, stats_
+  mutable std::mutex mu_;  // guards queue_, stop_, stats_
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
   SchedulerStats stats_;
-  double window_start_ = 0;           // for gen_tokens_per_s
+  double window_start_ = 0;  // for gen_tokens_per_s
   uint64_t window_tokens_ = 0;
   std::thread thread_;
 };

@@ -52,6 +52,8 @@ void TextStream::add(std::string_view piece, std::string& out) {
   emit(ready, out);
 }
 
-void TextStream::flush(std::string& out) { emit(text_.size(), out); }
+void TextStream::flush(std::string& out) {
+  emit(text_.size(), out);
+}
 
 }  // namespace colibri::server

@@ -67,10 +67,11 @@ TEST(Api, ParsesAChatRequest) {
 }
 
 TEST(Api, ContentPartsAreJoined) {
-  json body = with(kChat, {{"messages",
-                            {{{"role", "user"},
-                              {"content", {{{"type", "text"}, {"text", "a"}},
-                                           {{"type", "text"}, {"text", "b"}}}}}}}});
+  json body = with(
+      kChat,
+      {{"messages",
+        {{{"role", "user"},
+          {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}}}}});
   ApiRequest r = parse_request(body.dump(), Endpoint::kChat, kModels, 100);
   EXPECT_EQ(r.messages[0]["content"], "ab");
 }
@@ -80,12 +81,14 @@ TEST(Api, CompletionPrompts) {
                                Endpoint::kCompletion, kModels, 100);
   EXPECT_EQ(r.prompt, "x");
   EXPECT_EQ(r.job.n_logprobs, 2);
-  r = parse_request(R"({"model": "tiny", "prompt": [[5, 6]]})", Endpoint::kCompletion, kModels, 100);
+  r = parse_request(R"({"model": "tiny", "prompt": [[5, 6]]})", Endpoint::kCompletion, kModels,
+                    100);
   EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{5, 6}));
   r = parse_request(R"({"model": "tiny", "prompt": ["y"]})", Endpoint::kCompletion, kModels, 100);
   EXPECT_EQ(r.prompt, "y");
   EXPECT_EQ(r.job.n_logprobs, -1);
-  r = parse_request(R"({"model": "tiny", "prompt": [1, 2, 99]})", Endpoint::kCompletion, kModels, 100);
+  r = parse_request(R"({"model": "tiny", "prompt": [1, 2, 99]})", Endpoint::kCompletion, kModels,
+                    100);
   EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 99}));
 }
 
@@ -106,9 +109,11 @@ TEST(Api, RejectsBadInputWithTheFieldNamed) {
       {R"({"model": "tiny", "messages": []})", "messages", ""},
       {R"({"model": "tiny", "messages": "hi"})", "messages", ""},
       {R"({"model": "tiny", "messages": [{"content": "x"}]})", "messages[0].role", ""},
-      {R"({"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role", ""},
+      {R"({"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role",
+       ""},
       {R"({"model": "tiny", "messages": [{"role": "user"}]})", "messages[0].content", ""},
-      {R"({"model": "tiny", "messages": [{"role": "user", "content": 5}]})", "messages[0].content", ""},
+      {R"({"model": "tiny", "messages": [{"role": "user", "content": 5}]})", "messages[0].content",
+       ""},
       {with(kChat, {{"temperature", "hot"}}).dump(), "temperature", ""},
       {with(kChat, {{"temperature", 2.5}}).dump(), "temperature", ""},
       {with(kChat, {{"top_p", 1.5}}).dump(), "top_p", ""},
@@ -137,14 +142,16 @@ TEST(Api, RejectsBadInputWithTheFieldNamed) {
     EXPECT_FALSE(e.message.empty());
   }
   EXPECT_EQ(parse_error(R"({"model": "tiny"})", Endpoint::kCompletion).param, "prompt");
-  EXPECT_EQ(parse_error(R"({"model": "tiny", "prompt": 5})", Endpoint::kCompletion).param, "prompt");
+  EXPECT_EQ(parse_error(R"({"model": "tiny", "prompt": 5})", Endpoint::kCompletion).param,
+            "prompt");
   EXPECT_EQ(parse_error(R"({"model": "tiny", "prompt": [1, 100]})", Endpoint::kCompletion).param,
             "prompt");
   EXPECT_EQ(parse_error(R"({"model": "tiny", "prompt": ["a", "b"]})", Endpoint::kCompletion).param,
             "prompt");
-  EXPECT_EQ(parse_error(R"({"model": "tiny", "prompt": "a", "logprobs": true})",
-                        Endpoint::kCompletion).param,
-            "logprobs");
+  EXPECT_EQ(
+      parse_error(R"({"model": "tiny", "prompt": "a", "logprobs": true})", Endpoint::kCompletion)
+          .param,
+      "logprobs");
 }
 
 TEST(Api, ErrorObjectShape) {
@@ -269,10 +276,12 @@ TEST(Api, ErrorEventEndsTheStream) {
   std::vector<json> chunks = parse_sse(w.sse_event(e), &done);
   EXPECT_TRUE(done);
   ASSERT_EQ(chunks.size(), 1u);
-  EXPECT_NE(chunks[0]["error"]["message"].get<std::string>().find("disk on fire"), std::string::npos);
+  EXPECT_NE(chunks[0]["error"]["message"].get<std::string>().find("disk on fire"),
+            std::string::npos);
 }
 
-std::string feed(TextStream& t, const std::vector<std::string>& pieces, std::vector<std::string>* sent) {
+std::string feed(TextStream& t, const std::vector<std::string>& pieces,
+                 std::vector<std::string>* sent) {
   std::string all;
   for (const std::string& p : pieces) {
     std::string out;
@@ -326,7 +335,9 @@ TEST(TextStream, InvalidBytesBecomeReplacementCharacters) {
   TextStream t;
   t.reset(nullptr);
   std::vector<std::string> sent;
-  EXPECT_EQ(feed(t, {"a\xFF", "b"}, &sent), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(feed(t, {"a\xFF", "b"}, &sent),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 }  // namespace

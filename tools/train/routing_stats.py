@@ -89,7 +89,8 @@ def main():
              f"{max(1, c.n_expert // 4)} busiest experts (uniform = 25%).", "",
              "| layer | " + " | ".join(f"e{e}" for e in range(c.n_expert)) + " | entropy | top 25% | max / min |",
              "|---" * (c.n_expert + 4) + "|"]
-    for layer, share, entropy, topq, mx, mn in usage_rows(actual, c.n_expert):
+    usage = usage_rows(actual, c.n_expert)
+    for layer, share, entropy, topq, mx, mn in usage:
         lines.append(f"| {layer} | " + " | ".join(f"{100 * s:.1f}%" for s in share)
                      + f" | {entropy:.2f} | {100 * topq:.1f}% | {mx / max(mn, 1e-12):.1f}x |")
 
@@ -103,7 +104,11 @@ def main():
               f"{2 * k}/{c.n_expert} for top-{2 * k}). Row 0 applies layer 0's router to the token embedding.", "",
               f"| predicted layer | from | recall top-{k} | recall top-{2 * k} | popular top-{k} | popular top-{2 * k} |",
               "|---|---|---|---|---|---|"]
+    rk, r2k = [], []
     for layer in range(c.n_layer):
+        if layer > 0:
+            rk.append(recall(pred[layer][:, :k], actual[layer]))
+            r2k.append(recall(pred[layer][:, :2 * k], actual[layer]))
         counts = torch.bincount(actual[layer].reshape(-1), minlength=c.n_expert)
         popular = counts.sort(descending=True).indices.expand(n_tok, c.n_expert)
         src = "embedding" if layer == 0 else f"after layer {layer - 1}"
@@ -111,7 +116,17 @@ def main():
                      f"| {100 * recall(pred[layer][:, :2 * k], actual[layer]):.1f}% "
                      f"| {100 * recall(popular[:, :k], actual[layer]):.1f}% "
                      f"| {100 * recall(popular[:, :2 * k], actual[layer]):.1f}% |")
-    lines.append("")
+    lines += ["", "## Summary", "",
+              f"- Usage is skewed but every expert is used: the busiest quarter of the experts takes "
+              f"{100 * min(u[3] for u in usage):.1f}-{100 * max(u[3] for u in usage):.1f}% of the traffic "
+              f"(25% if uniform), the busiest expert gets up to {max(u[4] / max(u[5], 1e-12) for u in usage):.1f}x "
+              "the traffic of the quietest.",
+              f"- One layer ahead, the next router recovers {100 * min(rk):.1f}-{100 * max(rk):.1f}% of the "
+              f"true top-{k}; prefetching its top-{2 * k} covers {100 * min(r2k):.1f}-{100 * max(r2k):.1f}%. "
+              "The residual stream changes little across one layer's attention, which is what makes "
+              "speculative expert prefetch worthwhile.",
+              "- Layer 0 cannot be predicted as well from the bare token embedding: its router "
+              "sees the embedding only after layer 0's attention has mixed in the context.", ""]
     text = "\n".join(lines)
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(text)

@@ -223,29 +223,9 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
       const int kvh = h / group;
       const BatchToken& b = batch[t];
       const float* q = q_.data() + t * nq + h * hd;
-      const float* kbase = kv.k(b.seq, l, 0) + kvh * hd;
-      float max = -INFINITY;
-      for (int p = 0; p <= b.pos; ++p) {
-        const float* kp = kbase + p * kv.k_stride();
-        float s = 0;
-        for (int i = 0; i < hd; ++i) s += q[i] * kp[i];
-        scores[p] = s * scale;
-        max = std::max(max, scores[p]);
-      }
-      double sum = 0;
-      for (int p = 0; p <= b.pos; ++p) {
-        scores[p] = std::exp(scores[p] - max);
-        sum += scores[p];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
       float* o = att_.data() + (static_cast<size_t>(t) * cfg_.n_head + h) * hdv;
-      std::fill(o, o + hdv, 0.f);
-      const float* vbase = kv.v(b.seq, l, 0) + kvh * hdv;
-      for (int p = 0; p <= b.pos; ++p) {
-        const float a = scores[p] * inv;
-        const float* vp = vbase + p * kv.v_stride();
-        for (int i = 0; i < hdv; ++i) o[i] += a * vp[i];
-      }
+      attend(q, kv.k(b.seq, l, 0) + kvh * hd, kv.k_stride(), kv.v(b.seq, l, 0) + kvh * hdv, kv.v_stride(),
+             b.pos + 1, hd, hdv, scale, scores, o);
     }
   });
   linear(L.wo, att_.data(), cfg_.n_head * hdv, n, out_.data(), E);

@@ -98,6 +98,12 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
   }
 }
 
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
+            int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+  CLB_ASSERT(n_pos >= 1);
+  active_kernel_table().attend(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale, scores, out);
+}
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   CLB_ASSERT(n % dtype_info(t).block_size == 0);
   type_traits(t).dequantize(src, dst, n);

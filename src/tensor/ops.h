@@ -43,6 +43,12 @@ void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int
 void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_stride, int64_t n_tok,
                  float* y, size_t y_stride, int64_t r0, int64_t r1, float* scratch);
 
+// One query head's attention over n_pos cached positions (F32, strides in
+// floats): out[0..head_dim_v) = softmax_p(scale * q . k_p) weighted sum of v_p.
+// `scores` is scratch for n_pos floats.
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
+            int head_dim, int head_dim_v, float scale, float* scores, float* out);
+
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 

@@ -26,6 +26,13 @@ using DotFn = float (*)(const void* w, const void* x, int64_t n);
 using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x,
                         size_t x_stride, int64_t nt, int64_t n, float* y, size_t y_stride);
 
+// One query head against its cached keys and values (F32, strides in floats):
+// scores[p] = scale * dot(q, k + p * k_stride) for p < n_pos, softmax over
+// them, out[0..head_dim_v) = sum_p softmax_p * (v + p * v_stride). `scores`
+// holds n_pos floats of scratch.
+using AttendFn = void (*)(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+                          int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
+
 // DType ids are < 31 (ggml numbering, BF16 = 30); entries are indexed by id.
 constexpr int kTypeSlots = 31;
 constexpr int slot(DType t) { return static_cast<int>(t); }
@@ -34,6 +41,7 @@ struct KernelTable {
   DotFn dot[kTypeSlots] = {};            // by weight type
   TileFn tile[kTypeSlots] = {};          // by weight type; null: dot per pair
   QuantizeFn quantize[kTypeSlots] = {};  // by activation type
+  AttendFn attend = nullptr;
 };
 
 // Per weight type, independent of the ISA.

@@ -55,4 +55,8 @@ float dot_q4_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q5_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q6_K(const void* w, const void* x, int64_t n);  // x: q8_K
 
+// Attention of one query head over n_pos cached positions (kernel_table.h).
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
+            int head_dim, int head_dim_v, float scale, float* scores, float* out);
+
 }  // namespace colibri::ref

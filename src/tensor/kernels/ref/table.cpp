@@ -44,6 +44,7 @@ struct Tables {
       ref.dot[slot(r.type)] = r.dot;
       ref.quantize[slot(r.type)] = r.from_f32;
     }
+    ref.attend = ref::attend;
   }
 };
 

@@ -460,6 +460,118 @@ void quantize_bf16(const float* src, void* dst, int64_t n) {
   for (; i < n; ++i) h[i] = float_to_bf16(src[i]);
 }
 
+// ---- attention of one query head over the F32 KV cache ----
+
+// The four vectors' lane sums, as one vector.
+inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+// e^x for x <= 0 (Cephes expf: 2^n * e^r, |r| <= ln2 / 2, degree-6
+// polynomial; within 2 ulp). Inputs under -87.3 give ~1e-38, not 0: against
+// the softmax's largest term, 1, that is nothing.
+inline __m256 exp_nonpositive(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// kernels/ref's attend with 8-wide dots (four positions at a time), a
+// vectorised exp, and the weighted sum of V kept in registers across
+// positions (32 output dims at a time), scaled by 1 / sum once at the end.
+void attend_x86(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
+                int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+  const int hd8 = head_dim & ~7;
+  int64_t p = 0;
+  for (; p + 4 <= n_pos; p += 4) {
+    const float* k0 = k + p * k_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < hd8; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k_stride + i), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * k_stride + i), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * k_stride + i), a3);
+    }
+    float s[4];
+    _mm_storeu_ps(s, hsum4(a0, a1, a2, a3));
+    for (int j = 0; j < 4; ++j) {
+      for (int i = hd8; i < head_dim; ++i) s[j] += q[i] * k0[j * k_stride + i];
+      scores[p + j] = s[j] * scale;
+    }
+  }
+  for (; p < n_pos; ++p) {
+    const float* kp = k + p * k_stride;
+    __m256 a = _mm256_setzero_ps();
+    for (int i = 0; i < hd8; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a);
+    float s = hsum(a);
+    for (int i = hd8; i < head_dim; ++i) s += q[i] * kp[i];
+    scores[p] = s * scale;
+  }
+
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  p = 0;
+  for (; p + 8 <= n_pos; p += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(scores + p));
+  float max = hmax(mv);
+  for (; p < n_pos; ++p) max = std::max(max, scores[p]);
+
+  const __m256 maxv = _mm256_set1_ps(max);
+  __m256 sv = _mm256_setzero_ps();
+  p = 0;
+  for (; p + 8 <= n_pos; p += 8) {
+    const __m256 e = exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(scores + p), maxv));
+    _mm256_storeu_ps(scores + p, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  float sum = hsum(sv);
+  for (; p < n_pos; ++p) {
+    scores[p] = std::exp(scores[p] - max);
+    sum += scores[p];
+  }
+  const float inv = 1.0f / sum;
+
+  int i0 = 0;
+  for (; i0 + 32 <= head_dim_v; i0 += 32) {
+    __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+    const float* vp = v + i0;
+    for (p = 0; p < n_pos; ++p, vp += v_stride) {
+      const __m256 a = _mm256_broadcast_ss(scores + p);
+      o0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp), o0);
+      o1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp + 8), o1);
+      o2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp + 16), o2);
+      o3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp + 24), o3);
+    }
+    const __m256 iv = _mm256_set1_ps(inv);
+    _mm256_storeu_ps(out + i0, _mm256_mul_ps(o0, iv));
+    _mm256_storeu_ps(out + i0 + 8, _mm256_mul_ps(o1, iv));
+    _mm256_storeu_ps(out + i0 + 16, _mm256_mul_ps(o2, iv));
+    _mm256_storeu_ps(out + i0 + 24, _mm256_mul_ps(o3, iv));
+  }
+  for (; i0 + 8 <= head_dim_v; i0 += 8) {
+    __m256 o = _mm256_setzero_ps();
+    const float* vp = v + i0;
+    for (p = 0; p < n_pos; ++p, vp += v_stride) o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + p), _mm256_loadu_ps(vp), o);
+    _mm256_storeu_ps(out + i0, _mm256_mul_ps(o, _mm256_set1_ps(inv)));
+  }
+  for (; i0 < head_dim_v; ++i0) {
+    float o = 0;
+    for (p = 0; p < n_pos; ++p) o += scores[p] * v[p * v_stride + i0];
+    out[i0] = o * inv;
+  }
+}
+
 // The entries every x86 level shares (AVX-512 overrides some afterwards).
 void add_common_x86_kernels(KernelTable& t) {
   t.dot[slot(DType::F32)] = dot_f32;
@@ -480,6 +592,7 @@ void add_common_x86_kernels(KernelTable& t) {
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0;
   t.quantize[slot(DType::Q8_1)] = quantize_q8_1;
   t.quantize[slot(DType::Q8_K)] = quantize_q8_K;
+  t.attend = attend_x86;
 }
 
 }  // namespace

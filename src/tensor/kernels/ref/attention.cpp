@@ -1,0 +1,35 @@
+// Scalar attention of one query head: the loops of llama2.c's run.c, with the
+// softmax denominator summed in double.
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/kernels/ref/ref.h"
+
+namespace colibri::ref {
+
+// out = softmax(scale * q K^T) V over positions 0..n_pos-1.
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
+            int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+  float max = -INFINITY;
+  for (int64_t p = 0; p < n_pos; ++p) {
+    const float* kp = k + p * k_stride;
+    float s = 0;
+    for (int i = 0; i < head_dim; ++i) s += q[i] * kp[i];
+    scores[p] = s * scale;
+    max = std::max(max, scores[p]);
+  }
+  double sum = 0;
+  for (int64_t p = 0; p < n_pos; ++p) {
+    scores[p] = std::exp(scores[p] - max);
+    sum += scores[p];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  std::fill(out, out + head_dim_v, 0.f);
+  for (int64_t p = 0; p < n_pos; ++p) {
+    const float a = scores[p] * inv;
+    const float* vp = v + p * v_stride;
+    for (int i = 0; i < head_dim_v; ++i) out[i] += a * vp[i];
+  }
+}
+
+}  // namespace colibri::ref

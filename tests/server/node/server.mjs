@@ -2,8 +2,9 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
-export const SHARED = process.env.COLIBRI_SHARED_DIR ?? path.resolve(import.meta.dirname, '../../../../shared');
+export const SHARED = process.env.COLIBRI_SHARED_DIR ?? path.resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../../shared');
 export const MODEL_PATH = path.join(SHARED, 'golden', 'qwen3moe-q8_0.gguf');
 export const MODEL = 'qwen3moe-q8_0';
 export const GOLDEN = fs.existsSync(MODEL_PATH)

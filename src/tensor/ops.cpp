@@ -75,9 +75,11 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
     }
     return;
   }
-  // Tiles of kRows weight rows x kTokens tokens: the tile's weights (a few KB
-  // for typical rows) stay in L1 while every token of the group reads them.
-  constexpr int64_t kRows = 16, kTokens = 8;
+  // Tiles of kRows weight rows x kTokens tokens: the tile's weights (tens of
+  // KB for typical rows) stay in L2 while every token of the group reads them,
+  // and a tile kernel that prepares activations does so once per 64 rows
+  // (16 -> 64 rows: q4_0 16-token matmul 127 -> 163 Gop/s on one core).
+  constexpr int64_t kRows = 64, kTokens = 8;
   const size_t w_stride = w.row_stride();
   if (const TileFn tile = k.tile[slot(w.type)]) {
     for (int64_t t0 = 0; t0 < n_tok; t0 += kTokens)

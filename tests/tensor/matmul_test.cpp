@@ -18,8 +18,9 @@ TEST(Matmul, EqualsMatvecPerToken) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
-    for (DType t : testing::kWeightTypes) {
-      const int64_t n = 2 * std::max<int64_t>(dtype_info(t).block_size, 64);
+    for (DType t : testing::kWeightTypes)
+    // Row lengths of whole and of partial SIMD steps (7 blocks: a tail).
+    for (int64_t n : {2 * std::max<int64_t>(dtype_info(t).block_size, 64), 7 * std::max<int64_t>(dtype_info(t).block_size, 32)}) {
       const int64_t n_rows = 37;
       const auto w = testing::random_weights(t, n * n_rows, rng);
       TensorView v;

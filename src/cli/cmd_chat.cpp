@@ -126,12 +126,7 @@ Runner add_chat(CLI::App& app) {
                 "Jinja chat template file (default: the model's tokenizer.chat_template)");
   c->add_option("-n,--n-predict", a->n_predict, "tokens per reply at most (-1: until end of turn)")
       ->capture_default_str();
-  SamplerParams& s = a->sampling;
-  c->add_option("--temp", s.temperature, "temperature (0: greedy)")->capture_default_str();
-  c->add_option("--top-k", s.top_k, "top-k (0: off)")->capture_default_str();
-  c->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str();
-  c->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str();
-  c->add_option("-s,--seed", s.seed, "random seed")->capture_default_str();
+  add_sampling_flags(c, &a->sampling);
   return [a] { return chat(*a); };
 }
 

@@ -7,6 +7,7 @@
 #include "formats/gguf.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "moe/placement.h"
 
 namespace colibri::cli {
 
@@ -17,20 +18,10 @@ struct InspectArgs {
   bool all_tensors = false;
 };
 
-std::string human(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  return strprintf(u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
-}
-
 int inspect(const InspectArgs& a) {
   auto f = GgufFile::open(a.model);
   std::printf("file: %s (%s), GGUF v%u, %zu metadata keys, %zu tensors, data at byte %zu\n",
-              a.model.c_str(), human(f->file_size()).c_str(), f->version(), f->metadata().size(),
+              a.model.c_str(), format_size(f->file_size()).c_str(), f->version(), f->metadata().size(),
               f->tensors().size(), f->data_offset());
   std::printf("\nmetadata:\n");
   for (const GgufKV& kv : f->metadata())
@@ -46,7 +37,7 @@ int inspect(const InspectArgs& a) {
     std::string shape;
     for (int d = 0; d < t.n_dims; ++d) shape += strprintf(d ? " x %lld" : "%lld", static_cast<long long>(t.ne[d]));
     std::printf("  %-36s %-6s [%s] %s @ %llu\n", t.name.c_str(), dtype_name(t.type), shape.c_str(),
-                human(t.nbytes).c_str(), static_cast<unsigned long long>(t.offset));
+                format_size(t.nbytes).c_str(), static_cast<unsigned long long>(t.offset));
     ++shown;
   }
 
@@ -61,8 +52,8 @@ int inspect(const InspectArgs& a) {
   ModelWeights w = bind_weights(*f, cfg);
   std::printf("\nmodel: %s\n", cfg.describe().c_str());
   std::printf("dense part (attention, norms, embeddings, routers, shared experts): %s\n",
-              human(static_cast<double>(w.dense_bytes)).c_str());
-  std::printf("routed experts: %s\n", human(static_cast<double>(w.expert_bytes)).c_str());
+              format_size(static_cast<double>(w.dense_bytes)).c_str());
+  std::printf("routed experts: %s\n", format_size(static_cast<double>(w.expert_bytes)).c_str());
 
   // Bytes one decoded token reads: every dense matrix but the embedding
   // table (one row of it), plus k expert slabs in each MoE layer.
@@ -80,14 +71,14 @@ int inspect(const InspectArgs& a) {
         continue;
       }
       std::printf("  layer %2d: %d experts x %s (gate %s, up %s, down %s); %d used per token\n", l,
-                  cfg.n_expert, human(static_cast<double>(x.slab_bytes())).c_str(),
+                  cfg.n_expert, format_size(static_cast<double>(x.slab_bytes())).c_str(),
                   dtype_name(x.gate_exps.type), dtype_name(x.up_exps.type),
                   dtype_name(x.down_exps.type), cfg.n_expert_used);
       per_token += static_cast<double>(x.slab_bytes()) * cfg.n_expert_used;
     }
   }
   std::printf("\nweight bytes read per generated token: %s (%.1f%% of the file)\n",
-              human(per_token).c_str(), 100.0 * per_token / static_cast<double>(f->file_size()));
+              format_size(per_token).c_str(), 100.0 * per_token / static_cast<double>(f->file_size()));
   return 0;
 }
 

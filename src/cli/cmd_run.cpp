@@ -66,16 +66,7 @@ Runner add_run(CLI::App& app) {
   c->add_option("-p,--prompt", a->prompt, "prompt text");
   c->add_option("-n,--n-predict", a->gen.n_predict, "tokens to generate (-1: until end of text)")
       ->capture_default_str();
-  SamplerParams& s = a->gen.sampling;
-  c->add_option("--temp", s.temperature, "temperature (0: greedy)")->capture_default_str();
-  c->add_option("--top-k", s.top_k, "top-k (0: off)")->capture_default_str();
-  c->add_option("--top-p", s.top_p, "top-p (1: off)")->capture_default_str();
-  c->add_option("--min-p", s.min_p, "min-p (0: off)")->capture_default_str();
-  c->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")
-      ->capture_default_str();
-  c->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back over")
-      ->capture_default_str();
-  c->add_option("-s,--seed", s.seed, "random seed")->capture_default_str();
+  add_sampling_flags(c, &a->gen.sampling);
   c->add_flag("--greedy", a->greedy, "greedy decoding (same as --temp 0)");
   c->add_flag("--ignore-eos", [a](int64_t) { a->gen.stop_at_eog = false; },
               "keep generating past end-of-text tokens");

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "engine/engine.h"
+#include "engine/sampler.h"
 
 namespace colibri::cli {
 
@@ -13,6 +14,8 @@ using Runner = std::function<int()>;
 
 // Flags every model-loading command shares: -m, -c, -t, --batch, --precision.
 void add_engine_flags(CLI::App* app, EngineOptions* o);
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
+void add_sampling_flags(CLI::App* app, SamplerParams* s);
 
 // Each command file registers itself at static-initialisation time:
 //   COLIBRI_COMMAND(add_run);

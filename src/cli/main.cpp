@@ -27,6 +27,18 @@ void add_engine_flags(CLI::App* app, EngineOptions* o) {
   add_store_flags(app, &o->store);
 }
 
+void add_sampling_flags(CLI::App* c, SamplerParams* s) {
+  c->add_option("--temp", s->temperature, "temperature (0: greedy)")->capture_default_str();
+  c->add_option("--top-k", s->top_k, "top-k (0: off)")->capture_default_str();
+  c->add_option("--top-p", s->top_p, "top-p (1: off)")->capture_default_str();
+  c->add_option("--min-p", s->min_p, "min-p (0: off)")->capture_default_str();
+  c->add_option("--repeat-penalty", s->repeat_penalty, "repetition penalty (1: off)")
+      ->capture_default_str();
+  c->add_option("--repeat-last-n", s->repeat_last_n, "tokens the penalty looks back over")
+      ->capture_default_str();
+  c->add_option("-s,--seed", s->seed, "random seed")->capture_default_str();
+}
+
 std::vector<CommandFactory>& command_registry() {
   static std::vector<CommandFactory> r;
   return r;

@@ -16,7 +16,7 @@ constexpr int kMaxDims = 4;
 constexpr uint64_t kMaxNameLen = 1 << 16;
 constexpr int kMaxArrayDepth = 1;  // GGUF has no nested arrays in practice
 
-size_t scalar_size(GgufType t) {
+size_t gguf_scalar_size_impl(GgufType t) {
   switch (t) {
     case GgufType::kUint8:
     case GgufType::kInt8:
@@ -105,6 +105,30 @@ void read_scalar(Cursor& c, GgufType t, GgufValue& v, const char* what) {
 
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
 
+// One array element of scalar type t at p, decoded into a value.
+GgufValue decode_element(GgufType t, const uint8_t* p) {
+  GgufValue e;
+  e.type = t;
+  auto get = [p](auto v) {
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (t) {
+    case GgufType::kUint8: case GgufType::kBool: e.u = p[0]; break;
+    case GgufType::kInt8: e.i = static_cast<int8_t>(p[0]); break;
+    case GgufType::kUint16: e.u = get(uint16_t{}); break;
+    case GgufType::kInt16: e.i = get(int16_t{}); break;
+    case GgufType::kUint32: e.u = get(uint32_t{}); break;
+    case GgufType::kInt32: e.i = get(int32_t{}); break;
+    case GgufType::kUint64: e.u = get(uint64_t{}); break;
+    case GgufType::kInt64: e.i = get(int64_t{}); break;
+    case GgufType::kFloat32: e.f = get(float{}); break;
+    case GgufType::kFloat64: e.f = get(double{}); break;
+    default: CLB_ASSERT(false);
+  }
+  return e;
+}
+
 // Names of ggml tensor types the dtype table does not carry, so that a file
 // using one is refused by name ("iq2_xxs") rather than by number alone.
 const char* ggml_type_name(uint32_t id) {
@@ -142,6 +166,8 @@ const char* ggml_type_name(uint32_t id) {
 }
 
 }  // namespace
+
+size_t gguf_scalar_size(GgufType t) { return gguf_scalar_size_impl(t); }
 
 const char* gguf_type_name(GgufType t) {
   static const char* kNames[] = {"uint8", "int8",  "uint16", "int16", "uint32", "int32", "float32",
@@ -237,7 +263,7 @@ void GgufFile::parse_all() {
         v.strs.reserve(v.count);
         for (uint64_t i = 0; i < v.count; ++i) v.strs.push_back(c.read_string(wk.c_str()));
       } else {
-        size_t es = scalar_size(v.elem_type);
+        size_t es = gguf_scalar_size(v.elem_type);
         CLB_CHECK(v.count <= c.remaining() / es, "%s: %llu elements of %s cannot fit in the file",
                   wk.c_str(), static_cast<unsigned long long>(v.count),
                   gguf_type_name(v.elem_type));
@@ -397,27 +423,19 @@ std::optional<std::vector<float>> GgufFile::get_f32_array(std::string_view key) 
 std::optional<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const {
   const GgufValue* v = find(key);
   if (!v) return std::nullopt;
-  CLB_CHECK(v->type == GgufType::kArray && scalar_size(v->elem_type) != 0 &&
+  CLB_CHECK(v->type == GgufType::kArray && gguf_scalar_size(v->elem_type) != 0 &&
                 v->elem_type != GgufType::kFloat32 && v->elem_type != GgufType::kFloat64,
             "%s: key %.*s: expected an array of integers, file has %s of %s", name_.c_str(),
             static_cast<int>(key.size()), key.data(), gguf_type_name(v->type),
             gguf_type_name(v->elem_type));
   std::vector<int64_t> out(v->count);
-  size_t es = scalar_size(v->elem_type);
+  size_t es = gguf_scalar_size(v->elem_type);
   for (uint64_t i = 0; i < v->count; ++i) {
-    const uint8_t* p = v->elems + i * es;
-    switch (v->elem_type) {
-      case GgufType::kUint8: out[i] = p[0]; break;
-      case GgufType::kBool: out[i] = p[0]; break;
-      case GgufType::kInt8: out[i] = static_cast<int8_t>(p[0]); break;
-      case GgufType::kUint16: { uint16_t x; std::memcpy(&x, p, 2); out[i] = x; break; }
-      case GgufType::kInt16: { int16_t x; std::memcpy(&x, p, 2); out[i] = x; break; }
-      case GgufType::kUint32: { uint32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
-      case GgufType::kInt32: { int32_t x; std::memcpy(&x, p, 4); out[i] = x; break; }
-      case GgufType::kUint64: { uint64_t x; std::memcpy(&x, p, 8); out[i] = static_cast<int64_t>(x); break; }
-      case GgufType::kInt64: { int64_t x; std::memcpy(&x, p, 8); out[i] = x; break; }
-      default: CLB_ASSERT(false);
-    }
+    GgufValue e = decode_element(v->elem_type, v->elems + i * es);
+    out[i] = e.type == GgufType::kInt8 || e.type == GgufType::kInt16 ||
+                     e.type == GgufType::kInt32 || e.type == GgufType::kInt64
+                 ? e.i
+                 : static_cast<int64_t>(e.u);
   }
   return out;
 }
@@ -468,28 +486,13 @@ std::string gguf_value_to_string(const GgufValue& v, size_t max_elems) {
   if (v.type != GgufType::kArray) return scalar(v);
   std::string out = strprintf("[%s x %llu] ", gguf_type_name(v.elem_type),
                               static_cast<unsigned long long>(v.count));
-  size_t es = scalar_size(v.elem_type);
+  size_t es = gguf_scalar_size(v.elem_type);
   for (uint64_t i = 0; i < v.count && i < max_elems; ++i) {
     if (i) out += ", ";
     if (v.elem_type == GgufType::kString) {
       out += "\"" + std::string(v.strs[i].substr(0, 24)) + "\"";
     } else {
-      GgufValue e;
-      e.type = v.elem_type;
-      const uint8_t* p = v.elems + i * es;
-      switch (v.elem_type) {
-        case GgufType::kUint8: case GgufType::kBool: e.u = p[0]; break;
-        case GgufType::kInt8: e.i = static_cast<int8_t>(p[0]); break;
-        case GgufType::kUint16: { uint16_t x; std::memcpy(&x, p, 2); e.u = x; break; }
-        case GgufType::kInt16: { int16_t x; std::memcpy(&x, p, 2); e.i = x; break; }
-        case GgufType::kUint32: { uint32_t x; std::memcpy(&x, p, 4); e.u = x; break; }
-        case GgufType::kInt32: { int32_t x; std::memcpy(&x, p, 4); e.i = x; break; }
-        case GgufType::kUint64: { uint64_t x; std::memcpy(&x, p, 8); e.u = x; break; }
-        case GgufType::kInt64: { int64_t x; std::memcpy(&x, p, 8); e.i = x; break; }
-        case GgufType::kFloat32: { float x; std::memcpy(&x, p, 4); e.f = x; break; }
-        case GgufType::kFloat64: { double x; std::memcpy(&x, p, 8); e.f = x; break; }
-        default: break;
-      }
+      GgufValue e = decode_element(v.elem_type, v.elems + i * es);
       out += scalar(e);
     }
   }

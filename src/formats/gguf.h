@@ -36,6 +36,8 @@ enum class GgufType : uint32_t {
 };
 
 const char* gguf_type_name(GgufType t);
+// Bytes of one scalar of type t; 0 for strings and arrays.
+size_t gguf_scalar_size(GgufType t);
 
 // One metadata value. Scalars are decoded; arrays keep a pointer to their
 // elements in the mapping (strings are indexed once).

@@ -39,28 +39,6 @@ void put_string(std::vector<uint8_t>& out, std::string_view s) {
   put_bytes(out, s.data(), s.size());
 }
 
-size_t gguf_scalar_size(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool:
-      return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16:
-      return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32:
-      return 4;
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 size_t pad_to(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
 template <typename T>

@@ -11,6 +11,19 @@
 namespace colibri {
 namespace {
 
+// How far ahead of a weight row's reads a kernel prefetches. Rows are read
+// 4 at a time in short steps, and the hardware prefetcher alone left a 512 MB
+// matvec from DRAM (2 threads, Xeon VM) at 0.65-0.73 of a plain read of the
+// same bytes; prefetching 1 KB ahead gave 0.86-0.89, 4 KB 1.02-1.14 (above
+// the plain read, which has no prefetch), 8 KB no more.
+constexpr int kPrefetchBytes = 4096;
+
+// Prefetches `lines` cache lines kPrefetchBytes past p.
+inline void prefetch_ahead(const void* p, int lines) {
+  for (int i = 0; i < lines; ++i)
+    _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes + 64 * i, _MM_HINT_T0);
+}
+
 // ---- float types: 16-wide, masked tails ----
 
 float dot_f32_512(const void* w, const void* xv, int64_t n) {
@@ -120,6 +133,7 @@ void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_str
     }
     for (int r = 0; r < R; ++r) {
       const Block* wb = reinterpret_cast<const Block*>(w + r * w_stride) + b;
+      prefetch_ahead(wb, 2);
       const __m512i u = join(W::unpack(wb[0]), two ? W::unpack(wb[1]) : zero);
       const __m512 dw = join_scales(h2f(wb[0].d), two ? h2f(wb[1].d) : 0.0f);
       for (int t = 0; t < T; ++t) {
@@ -216,6 +230,7 @@ struct Q4_0Kernel {
       const int nblk = static_cast<int>(std::min<int64_t>(4, nb - b));
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = w + r * w_stride + b * sizeof(block_q4_0);
+        prefetch_ahead(p, 2);
         __m512i v0, v1;
         if (nblk == 4) {
           v0 = _mm512_loadu_si512(p);
@@ -313,6 +328,7 @@ struct Q4_KKernel {
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const block_q4_K*>(w + r * w_stride) + b;
+        prefetch_ahead(blk, 3);
         const __m256i sm16 = _mm256_cvtepu8_epi16(q4_k_scales_mins(blk->scales));
         const __m512i sm = _mm512_castsi256_si512(sm16);
         const __m128i mins = _mm256_extracti128_si256(sm16, 1);
@@ -387,6 +403,7 @@ struct Q6_KKernel {
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const block_q6_K*>(w + r * w_stride) + b;
+        prefetch_ahead(blk, 4);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
         const __m512i sc = _mm512_castsi256_si512(sc16);
         const __m512i qh = _mm512_loadu_si512(blk->qh);

@@ -38,12 +38,22 @@ Result run(const std::string& args) {
   return r;
 }
 
-// One line "colibri: error: ..." containing every fragment.
+// Exactly one error line, "colibri: error: ...", last on stderr (progress
+// lines such as the memory plan may precede it), containing every fragment.
 void expect_error(const Result& r, std::initializer_list<const char*> fragments) {
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_EQ(r.err.rfind("colibri: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  for (const char* f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
+  ASSERT_FALSE(r.err.empty());
+  ASSERT_EQ(r.err.back(), '\n') << r.err;
+  size_t start = r.err.rfind('\n', r.err.size() - 2);
+  std::string last = r.err.substr(start == std::string::npos ? 0 : start + 1);
+  EXPECT_EQ(last.rfind("colibri: error: ", 0), 0u) << r.err;
+  size_t n_errors = 0;
+  for (size_t at = r.err.find("colibri: error:"); at != std::string::npos;
+       at = r.err.find("colibri: error:", at + 1))
+    ++n_errors;
+  EXPECT_EQ(n_errors, 1u) << r.err;
+  for (const char* f : fragments)
+    EXPECT_NE(last.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
 }
 
 fs::path tmp(const std::string& name) { return fs::temp_directory_path() / ("colibri_cli_" + name); }

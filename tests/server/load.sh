@@ -5,7 +5,7 @@
 # Needs `npm ci --prefix tests/server/node` and ../shared/golden.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-bin=${1:-$here/../../build/src/cli/colibri}
+bin=${1:-$here/../../build/colibri}
 COLIBRI_BIN=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin") \
 COLIBRI_SHARED_DIR=${COLIBRI_SHARED_DIR:-$here/../../../shared} \
   exec node "$here/node/load.mjs"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs one generation under a cgroup v1 memory limit, cold cache, and prints
+# colibri's summary plus the cgroup's peak usage and OOM counters.
+#
+#   bench/stream.sh MODEL.gguf LIMIT [colibri run flags...]
+#   bench/stream.sh /work/synth/olmoe-1b-7b-q8_0.gguf 3G -n 128 --temp 1 -s 1 -t 2
+#
+# The budget given to colibri (--mem) is LIMIT less the fixed overhead the plan
+# states, so the whole process, page cache included, must fit in LIMIT.
+set -euo pipefail
+model=$1 limit=$2
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${COLIBRI:-$here/../build/colibri}
+to_bytes() { numfmt --from=iec "${1%iB}"; }
+limit_b=$(to_bytes "$limit")
+overhead_b=$((64 << 20))
+mem_b=$((limit_b - overhead_b))
+
+parent=/sys/fs/cgroup/memory$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)
+cg=$parent/colibri-bench-$$
+mkdir "$cg"
+trap 'rmdir "$cg" 2>/dev/null || true' EXIT
+echo "$limit_b" > "$cg/memory.limit_in_bytes"
+sync
+echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not drop caches: not a cold start)"
+echo "limit $limit ($limit_b bytes), --mem $mem_b bytes"
+start=$(date +%s.%N)
+set +e
+bash -c "echo \$\$ > $cg/cgroup.procs; exec $bin run -m $model --mem $mem_b -p 'The history of the' $*" >/dev/null 2>/tmp/colibri-stream.err
+rc=$?
+set -e
+end=$(date +%s.%N)
+grep -v '^$' /tmp/colibri-stream.err | tail -3
+echo "exit $rc, wall $(echo "$end - $start" | bc) s"
+echo "cgroup: max_usage $(numfmt --to=iec $(cat $cg/memory.max_usage_in_bytes)) of limit $limit, failcnt $(cat $cg/memory.failcnt), $(grep oom_kill $cg/memory.oom_control || echo 'oom_kill ?')"

@@ -12,6 +12,10 @@ namespace {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+// Attention takes a batch's tokens this many at a time per head, so a prompt's
+// consecutive tokens read each cached key and value row once for all of them.
+constexpr int kQueryBlock = 4;
+
 // Rotates the first n_rot dims of one head by the angles in cos/sin.
 // Normal: pairs (x[2i], x[2i+1]); NeoX: pairs (x[i], x[i + n_rot/2]).
 void rope_head(float* x, int n_rot, RopeStyle style, const float* cos, const float* sin) {
@@ -97,7 +101,7 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   probs_.resize(std::max(cfg.n_expert, 1));
   sel_.resize(B * k);
   selw_.resize(B * k);
-  scores_.resize(static_cast<size_t>(pool.n_threads()) * n_ctx);
+  scores_.resize(static_cast<size_t>(pool.n_threads()) * kQueryBlock * n_ctx);
   rope_cos_.resize(B * cfg.n_rot / 2);
   rope_sin_.resize(B * cfg.n_rot / 2);
   group_tok_.resize(B * k);
@@ -251,23 +255,35 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
   }
 
   // softmax(q . K^T / sqrt(head_dim)) . V over positions 0..pos of the
-  // token's sequence, one (token, head) pair per work item.
+  // token's sequence; a work item is one head of up to kQueryBlock
+  // consecutive batch tokens, split where the sequence changes.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int group = cfg_.n_head / cfg_.n_head_kv;
   // Short contexts are cheaper on one thread than the hand-off.
   int64_t work = 0;
   for (const BatchToken& b : batch) work += static_cast<int64_t>(b.pos + 1) * cfg_.n_head * hd;
-  const int64_t items = static_cast<int64_t>(n) * cfg_.n_head;
+  const int64_t n_blocks = (n + kQueryBlock - 1) / kQueryBlock;
+  const int64_t items = n_blocks * cfg_.n_head;
   pool_.parallel_for(items, work < (1 << 16) ? items : 1, [&](int64_t i0, int64_t i1, int th) {
-    float* scores = scores_.data() + static_cast<size_t>(th) * n_ctx_;
+    float* scores = scores_.data() + static_cast<size_t>(th) * kQueryBlock * n_ctx_;
     for (int64_t item = i0; item < i1; ++item) {
-      const int t = static_cast<int>(item / cfg_.n_head), h = static_cast<int>(item % cfg_.n_head);
+      const int blk = static_cast<int>(item / cfg_.n_head), h = static_cast<int>(item % cfg_.n_head);
       const int kvh = h / group;
-      const BatchToken& b = batch[t];
-      const float* q = q_.data() + t * nq + h * hd;
-      float* o = att_.data() + (static_cast<size_t>(t) * cfg_.n_head + h) * hdv;
-      attend(q, kv.k(b.seq, l, 0) + kvh * hd, kv.k_stride(), kv.v(b.seq, l, 0) + kvh * hdv, kv.v_stride(),
-             b.pos + 1, hd, hdv, scale, scores, o);
+      const int t_end = std::min(n, (blk + 1) * kQueryBlock);
+      for (int t0 = blk * kQueryBlock; t0 < t_end;) {
+        const int seq = batch[t0].seq;
+        int32_t n_pos[kQueryBlock];
+        int m = 0;
+        while (t0 + m < t_end && batch[t0 + m].seq == seq) {
+          n_pos[m] = batch[t0 + m].pos + 1;
+          ++m;
+        }
+        attend_batch(q_.data() + static_cast<size_t>(t0) * nq + h * hd, nq, m, n_pos,
+                     kv.k(seq, l, 0) + kvh * hd, kv.k_stride(), kv.v(seq, l, 0) + kvh * hdv, kv.v_stride(), hd,
+                     hdv, scale, scores, att_.data() + (static_cast<size_t>(t0) * cfg_.n_head + h) * hdv,
+                     static_cast<size_t>(cfg_.n_head) * hdv);
+        t0 += m;
+      }
     }
   });
   linear(L.wo, att_.data(), cfg_.n_head * hdv, n, out_.data(), E);

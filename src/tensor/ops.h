@@ -49,6 +49,14 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
             int head_dim, int head_dim_v, float scale, float* scores, float* out);
 
+// attend() for n_q query heads that share one sequence's cache (the tokens of
+// a prompt batch): each cached key and value row is read once for all of
+// them. Query i is at q + i * q_stride, sees positions [0, n_pos[i]) and
+// writes out + i * out_stride; `scores` is scratch for n_q * max(n_pos) floats.
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k, size_t k_stride,
+                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                  float* out, size_t out_stride);
+
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 

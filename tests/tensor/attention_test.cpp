@@ -4,6 +4,7 @@
 // strides, and peaked scores (one position dominating the softmax).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -80,6 +81,49 @@ TEST(Attend, ExtremeScoresStayFinite) {
       }
     attend(q.data(), k.data(), hd, v.data(), hd, n_pos, hd, hd, 100.0f, scores.data(), out.data());
     for (int i = 0; i < hd; ++i) ASSERT_NEAR(out[i], 3.0f, 1e-6) << isa_name(isa);
+  }
+  set_kernel_isa(saved);
+}
+
+}  // namespace
+}  // namespace colibri
+
+namespace colibri {
+namespace {
+
+// attend_batch: n_q queries of one sequence, each with its own visible length
+// (a prompt's consecutive positions, and unrelated ones), against the oracle.
+TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const Isa saved = active_isa();
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    if (!isa_supported(isa)) continue;
+    set_kernel_isa(isa);
+    for (int hd : {8, 64, 100, 128})
+      for (int n_q : {1, 2, 3, 4, 5, 7}) {
+        const int hdv = hd == 100 ? 72 : hd;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        std::vector<int32_t> n_pos(n_q);
+        for (int i = 0; i < n_q; ++i) n_pos[i] = n_q == 5 ? 1 + 37 * i : 1000 + i;  // > 1000: long contexts
+        const int32_t max_pos = *std::max_element(n_pos.begin(), n_pos.end());
+        const size_t ks = hd + 3, vs = hdv + 5, qs = hd + 9, os = hdv + 2;
+        std::vector<float> q(n_q * qs), k(max_pos * ks), v(max_pos * vs), scores(n_q * max_pos);
+        std::vector<float> out(n_q * os, -7.0f);
+        for (float& x : q) x = nd(rng);
+        for (float& x : k) x = nd(rng);
+        for (float& x : v) x = nd(rng);
+        attend_batch(q.data(), qs, n_q, n_pos.data(), k.data(), ks, v.data(), vs, hd, hdv, scale, scores.data(),
+                     out.data(), os);
+        for (int i = 0; i < n_q; ++i) {
+          const std::vector<float> qi(q.begin() + i * qs, q.begin() + i * qs + hd);
+          const auto want = oracle(qi, k, ks, v, vs, n_pos[i], hd, hdv, scale);
+          for (int d = 0; d < hdv; ++d)
+            ASSERT_NEAR(out[i * os + d], want[d], 2e-5 * (1 + std::fabs(want[d]) + scale * hd / 8))
+                << isa_name(isa) << " hd " << hd << " n_q " << n_q << " query " << i << " dim " << d;
+          for (size_t d = hdv; d < os; ++d) ASSERT_EQ(out[i * os + d], -7.0f);  // padding untouched
+        }
+      }
   }
   set_kernel_isa(saved);
 }

@@ -33,6 +33,14 @@ using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uin
 using AttendFn = void (*)(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
                           int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
 
+// Several query heads against one sequence's cache: query i (at q + i *
+// q_stride) sees positions [0, n_pos[i]) and writes out + i * out_stride.
+// `scores` holds n_q * max(n_pos) floats of scratch. Equals attend() per query
+// up to float summation order.
+using AttendBatchFn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
+                               size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+                               float scale, float* scores, float* out, size_t out_stride);
+
 // DType ids are < 31 (ggml numbering, BF16 = 30); entries are indexed by id.
 constexpr int kTypeSlots = 31;
 constexpr int slot(DType t) { return static_cast<int>(t); }
@@ -42,6 +50,7 @@ struct KernelTable {
   TileFn tile[kTypeSlots] = {};          // by weight type; null: dot per pair
   QuantizeFn quantize[kTypeSlots] = {};  // by activation type
   AttendFn attend = nullptr;
+  AttendBatchFn attend_batch = nullptr;
 };
 
 // Per weight type, independent of the ISA.

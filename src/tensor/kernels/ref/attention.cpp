@@ -32,4 +32,12 @@ void attend(const float* q, const float* k, size_t k_stride, const float* v, siz
   }
 }
 
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k, size_t k_stride,
+                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                  float* out, size_t out_stride) {
+  for (int i = 0; i < n_q; ++i)
+    attend(q + i * q_stride, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores,
+           out + i * out_stride);
+}
+
 }  // namespace colibri::ref

@@ -59,4 +59,9 @@ float dot_q6_K(const void* w, const void* x, int64_t n);  // x: q8_K
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
             int head_dim, int head_dim_v, float scale, float* scores, float* out);
 
+// attend() for each of n_q queries (kernel_table.h's AttendBatchFn).
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k, size_t k_stride,
+                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                  float* out, size_t out_stride);
+
 }  // namespace colibri::ref

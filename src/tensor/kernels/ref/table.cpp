@@ -45,6 +45,7 @@ struct Tables {
       ref.quantize[slot(r.type)] = r.from_f32;
     }
     ref.attend = ref::attend;
+    ref.attend_batch = ref::attend_batch;
   }
 };
 

@@ -1,0 +1,252 @@
+#include "model/synth_blocks.h"
+
+#include "base/error.h"
+#include "tensor/half.h"
+#include "tensor/quant_blocks.h"
+
+namespace colibri::synth {
+
+// ---- random numbers: one stream per (seed, tensor, row), so rows can be
+// generated in any order on any number of threads and the file is the same.
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t hash_name(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+  return h;
+}
+
+
+// ---- random quant blocks with a given standard deviation of the dequantized
+// values. Each type's comment gives E[q^2] (q centred) for uniform random
+// quants; the scale is sigma / sqrt(E[scale^2] * E[q^2]).
+
+namespace {
+uint16_t h(float f) { return float_to_half(f); }
+
+// 6-bit scales and mins of the eight sub-blocks of a q4_K/q5_K block, packed
+// as quant_blocks.h's k4_scale_min reads them.
+void pack_k4_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t out[12]) {
+  for (int j = 0; j < 4; ++j) {
+    out[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    out[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+    out[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+  }
+}
+}  // namespace
+
+// zero0: element 0 of the row is exactly 0 (matrices that read the normed
+// residual must not see the constant channel; see synth.h).
+void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, bool zero0) {
+  const DTypeInfo& info = dtype_info(t);
+  const int64_t nb = n / info.block_size;
+  switch (t) {
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) {
+        float v = zero0 && i == 0 ? 0.f : sigma * rng.gauss();
+        std::memcpy(dst + 4 * i, &v, 4);
+      }
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v = h(zero0 && i == 0 ? 0.f : sigma * rng.gauss());
+        std::memcpy(dst + 2 * i, &v, 2);
+      }
+      return;
+    case DType::Q4_0: {  // q - 8 in -7..7 (a drawn 0 becomes 8, so the mean is 0): E = 17.5
+      auto* b = reinterpret_cast<block_q4_0*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+        for (uint8_t& q : b[i].qs) {
+          if ((q & 0x0F) == 0) q |= 0x08;
+          if ((q & 0xF0) == 0) q |= 0x80;
+        }
+        b[i].d = h(sigma / std::sqrt(17.5f));
+      }
+      if (zero0) b[0].qs[0] = static_cast<uint8_t>((b[0].qs[0] & 0xF0) | 8);
+      return;
+    }
+    case DType::Q5_0: {  // q - 16, q in 0..31: E = 85.5
+      auto* b = reinterpret_cast<block_q5_0*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].qh, sizeof b[i].qh);
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+        b[i].d = h(sigma / std::sqrt(85.5f));
+      }
+      if (zero0) {  // q = 16
+        b[0].qs[0] &= 0xF0;
+        b[0].qh[0] |= 1;
+      }
+      return;
+    }
+    case DType::Q5_1: {  // q * d + m with m = -16 d: E = 85.5
+      auto* b = reinterpret_cast<block_q5_1*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].qh, sizeof b[i].qh);
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+        float d = sigma / std::sqrt(85.5f);
+        b[i].d = h(d);
+        b[i].m = h(-16.0f * d);
+      }
+      if (zero0) {  // q = 16
+        b[0].qs[0] &= 0xF0;
+        b[0].qh[0] |= 1;
+      }
+      return;
+    }
+    case DType::Q8_0: {  // q in -128..127: E = 5461.5
+      auto* b = reinterpret_cast<block_q8_0*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(reinterpret_cast<uint8_t*>(b[i].qs), sizeof b[i].qs);
+        b[i].d = h(sigma / std::sqrt(5461.5f));
+      }
+      if (zero0) b[0].qs[0] = 0;
+      return;
+    }
+    case DType::Q4_K:    // d * sc * q - d * m, m = 7.5 sc, sc in {4, 6, 8}: E = 21.25
+    case DType::Q5_K: {  // the same with q in 0..31, m = 15.5 sc, sc in {2, 4}: E = 85.25
+      const bool five = t == DType::Q5_K;
+      for (int64_t i = 0; i < nb; ++i) {
+        uint8_t* blk = dst + i * info.block_bytes;
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; ++j) {
+          sc[j] = static_cast<uint8_t>(2 * (five ? rng.uniform_int(1, 2) : rng.uniform_int(2, 4)));
+          m[j] = static_cast<uint8_t>(std::lround((five ? 15.5f : 7.5f) * sc[j]));
+        }
+        // Element 0 at q = 16 (8) is 0 when sub-block 0's min is 16 sc (8 sc).
+        if (zero0 && i == 0) {  // (6-bit mins: 16 * 2 and 8 * 4 fit)
+          sc[0] = five ? 2 : 4;
+          m[0] = static_cast<uint8_t>((five ? 16 : 8) * sc[0]);
+        }
+        float sc2 = 0;  // this block's mean squared scale, so every block has variance sigma^2
+        for (int j = 0; j < 8; ++j) sc2 += sc[j] * sc[j] / 8.0f;
+        float d = sigma / std::sqrt(sc2 * (five ? 85.25f : 21.25f));
+        if (five) {
+          auto* b = reinterpret_cast<block_q5_K*>(blk);
+          b->d = b->dmin = h(d);
+          pack_k4_scales(sc, m, b->scales);
+          rng.bytes(b->qh, sizeof b->qh);
+          rng.bytes(b->qs, sizeof b->qs);
+          if (zero0 && i == 0) {
+            b->qs[0] &= 0xF0;
+            b->qh[0] |= 1;
+          }
+        } else {
+          auto* b = reinterpret_cast<block_q4_K*>(blk);
+          b->d = b->dmin = h(d);
+          pack_k4_scales(sc, m, b->scales);
+          rng.bytes(b->qs, sizeof b->qs);
+          if (zero0 && i == 0) b->qs[0] = static_cast<uint8_t>((b->qs[0] & 0xF0) | 8);
+        }
+      }
+      return;
+    }
+    case DType::Q6_K: {  // d * sc * (q - 32), q in 0..63, sc in 8..15: E[sc^2] = 137.5, E = 341.5
+      auto* b = reinterpret_cast<block_q6_K*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].ql, sizeof b[i].ql);
+        rng.bytes(b[i].qh, sizeof b[i].qh);
+        for (int8_t& s : b[i].scales) s = static_cast<int8_t>(rng.uniform_int(8, 15));
+        b[i].d = h(sigma / std::sqrt(137.5f * 341.5f));
+      }
+      if (zero0) {  // q = 32: low nibble 0, high bits 2
+        b[0].ql[0] &= 0xF0;
+        b[0].qh[0] = static_cast<uint8_t>((b[0].qh[0] & 0xFC) | 2);
+      }
+      return;
+    }
+    default:
+      CLB_CHECK(false, "synth: no random block generator for type %s", info.name);
+  }
+}
+
+
+// Patches a random embedding row so element 0 holds c and the rest of its
+// (sub-)block is 0: quantizing [c, x1, x2, ...] would give c plus rounding
+// noise in the neighbours, and the block's scale is set by c. K-quant blocks
+// keep their other sub-blocks random; only sub-block 0 gets its own scale.
+void set_channel(DType t, float c, uint8_t* dst) {
+  const DTypeInfo& info = dtype_info(t);
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, &c, 4);
+      return;
+    case DType::F16: {
+      uint16_t v = h(c);
+      std::memcpy(dst, &v, 2);
+      return;
+    }
+    case DType::Q4_0: {  // (15 - 8) d = c; the other quants 8, i.e. 0
+      auto* b = reinterpret_cast<block_q4_0*>(dst);
+      b->d = h(c / 7);
+      std::memset(b->qs, 0x88, sizeof b->qs);
+      b->qs[0] = 0x8F;
+      return;
+    }
+    case DType::Q5_0: {  // (31 - 16) d = c; the others 16: low nibble 0, fifth bit set
+      auto* b = reinterpret_cast<block_q5_0*>(dst);
+      b->d = h(c / 15);
+      std::memset(b->qs, 0, sizeof b->qs);
+      std::memset(b->qh, 0xFF, sizeof b->qh);
+      b->qs[0] = 0x0F;
+      return;
+    }
+    case DType::Q5_1: {  // q d + 0: q = 31 at element 0, 0 elsewhere
+      std::memset(dst, 0, info.block_bytes);
+      auto* b = reinterpret_cast<block_q5_1*>(dst);
+      b->d = h(c / 31);
+      b->qh[0] = 1;
+      b->qs[0] = 0x0F;
+      return;
+    }
+    case DType::Q8_0: {
+      std::memset(dst, 0, info.block_bytes);
+      auto* b = reinterpret_cast<block_q8_0*>(dst);
+      b->d = h(c / 127);
+      b->qs[0] = 127;
+      return;
+    }
+    case DType::Q4_K:
+    case DType::Q5_K: {  // sub-block 0 (elements 0..31, low nibbles of qs[0..31]): min 0, q = 0 but q0 = max
+      const bool five = t == DType::Q5_K;
+      uint8_t* scales = five ? reinterpret_cast<block_q5_K*>(dst)->scales : reinterpret_cast<block_q4_K*>(dst)->scales;
+      uint8_t* qs = five ? reinterpret_cast<block_q5_K*>(dst)->qs : reinterpret_cast<block_q4_K*>(dst)->qs;
+      const float d = half_to_float(five ? reinterpret_cast<block_q5_K*>(dst)->d : reinterpret_cast<block_q4_K*>(dst)->d);
+      const int qmax = five ? 31 : 15;
+      uint8_t sc[8], m[8];
+      for (int j = 0; j < 8; ++j) k4_scale_min(j, scales, &sc[j], &m[j]);
+      sc[0] = static_cast<uint8_t>(std::clamp<long>(std::lround(c / (qmax * d)), 1, 63));
+      m[0] = 0;
+      pack_k4_scales(sc, m, scales);
+      for (int l = 0; l < 32; ++l) qs[l] &= 0xF0;
+      qs[0] |= 0x0F;
+      if (five) {
+        uint8_t* qh = reinterpret_cast<block_q5_K*>(dst)->qh;
+        for (int l = 0; l < 32; ++l) qh[l] &= 0xFE;
+        qh[0] |= 1;
+      }
+      return;
+    }
+    case DType::Q6_K: {  // sub-block 0 (elements 0..15): q = 32 (0), q0 = 63
+      auto* b = reinterpret_cast<block_q6_K*>(dst);
+      const float d = half_to_float(b->d);
+      b->scales[0] = static_cast<int8_t>(std::clamp<long>(std::lround(c / (31 * d)), 1, 127));
+      for (int l = 0; l < 16; ++l) {
+        b->ql[l] &= 0xF0;
+        b->qh[l] = static_cast<uint8_t>((b->qh[l] & 0xFC) | 2);
+      }
+      b->ql[0] |= 0x0F;
+      b->qh[0] |= 3;
+      return;
+    }
+    default:
+      CLB_CHECK(false, "synth: no constant-channel block for type %s", info.name);
+  }
+}
+
+}  // namespace colibri::synth

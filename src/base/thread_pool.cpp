@@ -46,7 +46,8 @@ void ThreadPool::work(uint32_t job, int index) {
   uint64_t s = claim_.load(std::memory_order_acquire);
   for (;;) {
     if ((s >> 32) != job || (s & kCountMask) == 0) return;
-    if (!claim_.compare_exchange_weak(s, s - 1, std::memory_order_acq_rel, std::memory_order_acquire))
+    if (!claim_.compare_exchange_weak(s, s - 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
       continue;
     // Chunks are handed out from the last; the job's fields are stable while
     // this chunk is unfinished.
@@ -88,7 +89,9 @@ void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
 
 void ThreadPool::worker(int index) {
   uint32_t seen = 0;
-  auto published = [&] { return static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32); };
+  auto published = [&] {
+    return static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
+  };
   for (;;) {
     auto start = std::chrono::steady_clock::now();
     int spins = 0;

@@ -51,7 +51,8 @@ void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int
   // A tile kernel streams several rows at once (more loads in flight) and
   // gives the dot kernel's values exactly.
   if (const TileFn tile = k.tile[slot(w.type)]) {
-    if (r1 > r0) tile(w.row(r0), w.row_stride(), r1 - r0, static_cast<const uint8_t*>(xq), 0, 1, n, y, 0);
+    if (r1 > r0)
+      tile(w.row(r0), w.row_stride(), r1 - r0, static_cast<const uint8_t*>(xq), 0, 1, n, y, 0);
     return;
   }
   const DotFn dot = k.dot[slot(w.type)];
@@ -71,7 +72,8 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
     const DotFn dot = k.dot[slot(DType::F32)];
     for (int64_t r = r0; r < r1; ++r) {
       dequantize(w.row(r), scratch, n);
-      for (int64_t t = 0; t < n_tok; ++t) y[t * y_stride + (r - r0)] = dot(scratch, x + t * xq_stride, n);
+      for (int64_t t = 0; t < n_tok; ++t)
+        y[t * y_stride + (r - r0)] = dot(scratch, x + t * xq_stride, n);
     }
     return;
   }
@@ -81,9 +83,11 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
     // stay in L2 while every token of the batch reads them, and a kernel that
     // prepares activations does so once per block (q4_0, 1024 x 2048, 64
     // tokens, one core: 153 Gop/s with 64-row blocks of 8 tokens, 176 now).
-    const int64_t block_rows = std::max<int64_t>(16, static_cast<int64_t>((256u << 10) / w_stride) / 16 * 16);
+    const int64_t block_rows =
+        std::max<int64_t>(16, static_cast<int64_t>((256u << 10) / w_stride) / 16 * 16);
     for (int64_t rb = r0; rb < r1; rb += block_rows)
-      tile(w.row(rb), w_stride, std::min(block_rows, r1 - rb), x, xq_stride, n_tok, n, y + (rb - r0), y_stride);
+      tile(w.row(rb), w_stride, std::min(block_rows, r1 - rb), x, xq_stride, n_tok, n,
+           y + (rb - r0), y_stride);
     return;
   }
   // Tiles of kRows weight rows x kTokens tokens: the tile's weights (a few KB
@@ -96,24 +100,26 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
     for (int64_t rb = r0; rb < r1; rb += kRows) {
       const int64_t re = std::min(r1, rb + kRows);
       for (int64_t t = t0; t < t1; ++t)
-        for (int64_t r = rb; r < re; ++r) y[t * y_stride + (r - r0)] = dot(w.row(r), x + t * xq_stride, n);
+        for (int64_t r = rb; r < re; ++r)
+          y[t * y_stride + (r - r0)] = dot(w.row(r), x + t * xq_stride, n);
     }
   }
 }
 
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out) {
   CLB_ASSERT(n_pos >= 1);
-  active_kernel_table().attend(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale, scores, out);
+  active_kernel_table().attend(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
+                               scores, out);
 }
 
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k, size_t k_stride,
-                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride) {
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
+                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride) {
   CLB_ASSERT(n_q >= 1);
   for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
-  active_kernel_table().attend_batch(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
-                                     scores, out, out_stride);
+  active_kernel_table().attend_batch(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
+                                     head_dim_v, scale, scores, out, out_stride);
 }
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
@@ -128,9 +134,17 @@ void quantize_weights(DType t, const float* src, void* dst, int64_t n) {
   q(src, dst, n);
 }
 
-float fp16_to_fp32(uint16_t h) { return half_to_float(h); }
-uint16_t fp32_to_fp16(float f) { return float_to_half(f); }
-float bf16_to_fp32(uint16_t h) { return bf16_to_float(h); }
-uint16_t fp32_to_bf16(float f) { return float_to_bf16(f); }
+float fp16_to_fp32(uint16_t h) {
+  return half_to_float(h);
+}
+uint16_t fp32_to_fp16(float f) {
+  return float_to_half(f);
+}
+float bf16_to_fp32(uint16_t h) {
+  return bf16_to_float(h);
+}
+uint16_t fp32_to_bf16(float f) {
+  return float_to_bf16(f);
+}
 
 }  // namespace colibri

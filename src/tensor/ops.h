@@ -32,8 +32,8 @@ void quantize_activation(DType weight, Precision p, const float* x, void* dst, i
 // y[r - r0] = dot(w row r, xq) for r in [r0, r1); xq from quantize_activation.
 // `scratch` holds at least w.ne[0] floats (the reference path dequantizes a
 // row into it).
-void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int64_t r0,
-                 int64_t r1, float* scratch);
+void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int64_t r0, int64_t r1,
+                 float* scratch);
 
 // Batched form of matvec_rows for prefill: y[t * y_stride + (r - r0)] =
 // dot(w row r, xq + t * xq_stride) for t in [0, n_tok), r in [r0, r1).
@@ -46,16 +46,16 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
 // One query head's attention over n_pos cached positions (F32, strides in
 // floats): out[0..head_dim_v) = softmax_p(scale * q . k_p) weighted sum of v_p.
 // `scores` is scratch for n_pos floats.
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out);
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
 
 // attend() for n_q query heads that share one sequence's cache (the tokens of
 // a prompt batch): each cached key and value row is read once for all of
 // them. Query i is at q + i * q_stride, sees positions [0, n_pos[i]) and
 // writes out + i * out_stride; `scores` is scratch for n_q * max(n_pos) floats.
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k, size_t k_stride,
-                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride);
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
+                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride);
 
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

@@ -31,7 +31,9 @@ double tolerance_for(const std::string& model) {
   return 0.6;
 }
 
-int32_t argmax(const float* x, int n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+int32_t argmax(const float* x, int n) {
+  return static_cast<int32_t>(std::max_element(x, x + n) - x);
+}
 
 std::vector<std::string> golden_models() {
   std::vector<std::string> ms;
@@ -82,13 +84,15 @@ TEST_P(IsaEquivalence, ScalarPathGivesTheSameGreedyTokens) {
     for (int s = 0; s < kSteps; ++s) {
       const float* f = fast_logits.data() + static_cast<size_t>(s) * n_vocab;
       double max_d = 0;
-      for (int v = 0; v < n_vocab; ++v) max_d = std::max(max_d, static_cast<double>(std::fabs(l[v] - f[v])));
+      for (int v = 0; v < n_vocab; ++v)
+        max_d = std::max(max_d, static_cast<double>(std::fabs(l[v] - f[v])));
       EXPECT_LE(max_d, T) << model << " " << c["name"] << " step " << s;
       const int32_t want = argmax(l, n_vocab);
       if (want != ids[s]) {
         // Only a near-tie may flip: the scalar path rates both within T.
-        EXPECT_LE(l[want] - l[ids[s]], T) << model << " " << c["name"] << " step " << s << ": scalar picks " << want
-                                          << ", " << isa_name(fast) << " picks " << ids[s];
+        EXPECT_LE(l[want] - l[ids[s]], T)
+            << model << " " << c["name"] << " step " << s << ": scalar picks " << want << ", "
+            << isa_name(fast) << " picks " << ids[s];
         break;
       }
       ++steps_checked;
@@ -109,7 +113,8 @@ INSTANTIATE_TEST_SUITE_P(Golden, IsaEquivalence, ::testing::ValuesIn(golden_mode
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(IsaEquivalence);
 
 TEST(IsaEquivalencePresence, SharedDataAvailable) {
-  if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent: ISA equivalence on models skipped";
+  if (!fs::exists(kGolden))
+    GTEST_SKIP() << "../shared/golden is absent: ISA equivalence on models skipped";
   EXPECT_FALSE(golden_models().empty());
 }
 

@@ -2,12 +2,12 @@
 // whole multiples of the grain, on thread indices that are in range and never
 // run two chunks at once; many short jobs in a row (the decode pattern) and
 // more threads than cores (chunks claimed by whoever runs) stay correct.
+#include "base/thread_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <vector>
-
-#include "base/thread_pool.h"
 
 namespace colibri {
 namespace {

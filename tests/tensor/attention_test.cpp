@@ -15,7 +15,8 @@ namespace colibri {
 namespace {
 
 std::vector<double> oracle(const std::vector<float>& q, const std::vector<float>& k, size_t ks,
-                           const std::vector<float>& v, size_t vs, int64_t n_pos, int hd, int hdv, float scale) {
+                           const std::vector<float>& v, size_t vs, int64_t n_pos, int hd, int hdv,
+                           float scale) {
   std::vector<double> s(n_pos);
   double max = -INFINITY;
   for (int64_t p = 0; p < n_pos; ++p) {
@@ -41,19 +42,22 @@ TEST(Attend, EveryIsaMatchesF64Oracle) {
     int64_t n_pos;
     float scale;
   };
-  const Shape shapes[] = {{8, 8, 1, 0.35f},      {64, 64, 3, 0.125f},     {128, 128, 37, 0.088f},
-                          {100, 72, 1001, 0.1f}, {128, 128, 1500, 0.088f}, {256, 256, 2049, 0.0625f},
-                          {64, 64, 1203, 4.0f},  {13, 5, 9, 1.0f}};
+  const Shape shapes[] = {{8, 8, 1, 0.35f},         {64, 64, 3, 0.125f},
+                          {128, 128, 37, 0.088f},   {100, 72, 1001, 0.1f},
+                          {128, 128, 1500, 0.088f}, {256, 256, 2049, 0.0625f},
+                          {64, 64, 1203, 4.0f},     {13, 5, 9, 1.0f}};
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (const Shape& sh : shapes) {
       const size_t ks = sh.hd + 3, vs = sh.hdv + 5;  // padded, as a KV cache row holds all heads
-      std::vector<float> q(sh.hd), k(sh.n_pos * ks), v(sh.n_pos * vs), scores(sh.n_pos), out(sh.hdv);
+      std::vector<float> q(sh.hd), k(sh.n_pos * ks), v(sh.n_pos * vs), scores(sh.n_pos),
+          out(sh.hdv);
       for (float& x : q) x = nd(rng);
       for (float& x : k) x = nd(rng);
       for (float& x : v) x = nd(rng);
-      attend(q.data(), k.data(), ks, v.data(), vs, sh.n_pos, sh.hd, sh.hdv, sh.scale, scores.data(), out.data());
+      attend(q.data(), k.data(), ks, v.data(), vs, sh.n_pos, sh.hd, sh.hdv, sh.scale, scores.data(),
+             out.data());
       const auto want = oracle(q, k, ks, v, vs, sh.n_pos, sh.hd, sh.hdv, sh.scale);
       for (int i = 0; i < sh.hdv; ++i)
         ASSERT_NEAR(out[i], want[i], 2e-5 * (1 + std::fabs(want[i]) + sh.scale * sh.hd / 8))
@@ -72,7 +76,8 @@ TEST(Attend, ExtremeScoresStayFinite) {
     set_kernel_isa(isa);
     const int hd = 64;
     const int64_t n_pos = 1100;
-    std::vector<float> q(hd, 1.0f), k(n_pos * hd, -1.0f), v(n_pos * hd, 0.0f), scores(n_pos), out(hd);
+    std::vector<float> q(hd, 1.0f), k(n_pos * hd, -1.0f), v(n_pos * hd, 0.0f), scores(n_pos),
+        out(hd);
     // Positions 1098 and 1099 score 64 * 100 = 6400, the rest -6400.
     for (int64_t p : {1098, 1099})
       for (int i = 0; i < hd; ++i) {
@@ -105,7 +110,8 @@ TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
         const int hdv = hd == 100 ? 72 : hd;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         std::vector<int32_t> n_pos(n_q);
-        for (int i = 0; i < n_q; ++i) n_pos[i] = n_q == 5 ? 1 + 37 * i : 1000 + i;  // > 1000: long contexts
+        for (int i = 0; i < n_q; ++i)
+          n_pos[i] = n_q == 5 ? 1 + 37 * i : 1000 + i;  // > 1000: long contexts
         const int32_t max_pos = *std::max_element(n_pos.begin(), n_pos.end());
         const size_t ks = hd + 3, vs = hdv + 5, qs = hd + 9, os = hdv + 2;
         std::vector<float> q(n_q * qs), k(max_pos * ks), v(max_pos * vs), scores(n_q * max_pos);
@@ -113,14 +119,15 @@ TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
         for (float& x : q) x = nd(rng);
         for (float& x : k) x = nd(rng);
         for (float& x : v) x = nd(rng);
-        attend_batch(q.data(), qs, n_q, n_pos.data(), k.data(), ks, v.data(), vs, hd, hdv, scale, scores.data(),
-                     out.data(), os);
+        attend_batch(q.data(), qs, n_q, n_pos.data(), k.data(), ks, v.data(), vs, hd, hdv, scale,
+                     scores.data(), out.data(), os);
         for (int i = 0; i < n_q; ++i) {
           const std::vector<float> qi(q.begin() + i * qs, q.begin() + i * qs + hd);
           const auto want = oracle(qi, k, ks, v, vs, n_pos[i], hd, hdv, scale);
           for (int d = 0; d < hdv; ++d)
             ASSERT_NEAR(out[i * os + d], want[d], 2e-5 * (1 + std::fabs(want[d]) + scale * hd / 8))
-                << isa_name(isa) << " hd " << hd << " n_q " << n_q << " query " << i << " dim " << d;
+                << isa_name(isa) << " hd " << hd << " n_q " << n_q << " query " << i << " dim "
+                << d;
           for (size_t d = hdv; d < os; ++d) ASSERT_EQ(out[i * os + d], -7.0f);  // padding untouched
         }
       }

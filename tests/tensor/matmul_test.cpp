@@ -19,37 +19,39 @@ TEST(Matmul, EqualsMatvecPerToken) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (DType t : testing::kWeightTypes)
-    // Row lengths of whole and of partial SIMD steps (7 blocks: a tail).
-    for (int64_t n : {2 * std::max<int64_t>(dtype_info(t).block_size, 64), 7 * std::max<int64_t>(dtype_info(t).block_size, 32)}) {
-      const int64_t n_rows = 37;
-      const auto w = testing::random_weights(t, n * n_rows, rng);
-      TensorView v;
-      v.data = w.data();
-      v.type = t;
-      v.ne[0] = n;
-      v.ne[1] = n_rows;
-      for (Precision p : {Precision::kNative, Precision::kReference}) {
-        for (int64_t n_tok : {1, 5, 8, 13, 19}) {
-          const size_t xs = activation_bytes(t, p, n) + 64;  // a padded stride
-          std::vector<uint8_t> xq(xs * n_tok);
-          for (int64_t k = 0; k < n_tok; ++k) {
-            const auto x = testing::random_activations(n, rng);
-            quantize_activation(t, p, x.data(), xq.data() + k * xs, n);
-          }
-          const int64_t r0 = 3, r1 = n_rows - 1;
-          const size_t ys = (r1 - r0) + 5;
-          std::vector<float> y(ys * n_tok, -1.0f), want(r1 - r0), scratch(n);
-          matmul_rows(v, p, xq.data(), xs, n_tok, y.data(), ys, r0, r1, scratch.data());
-          for (int64_t k = 0; k < n_tok; ++k) {
-            matvec_rows(v, p, xq.data() + k * xs, want.data(), r0, r1, scratch.data());
-            for (int64_t r = 0; r < r1 - r0; ++r)
-              ASSERT_EQ(f32_bits(y[k * ys + r]), f32_bits(want[r]))
-                  << isa_name(isa) << " " << dtype_name(t) << " tok " << k << " row " << r;
-            for (size_t r = r1 - r0; r < ys; ++r) ASSERT_EQ(y[k * ys + r], -1.0f);  // padding untouched
+      // Row lengths of whole and of partial SIMD steps (7 blocks: a tail).
+      for (int64_t n : {2 * std::max<int64_t>(dtype_info(t).block_size, 64),
+                        7 * std::max<int64_t>(dtype_info(t).block_size, 32)}) {
+        const int64_t n_rows = 37;
+        const auto w = testing::random_weights(t, n * n_rows, rng);
+        TensorView v;
+        v.data = w.data();
+        v.type = t;
+        v.ne[0] = n;
+        v.ne[1] = n_rows;
+        for (Precision p : {Precision::kNative, Precision::kReference}) {
+          for (int64_t n_tok : {1, 5, 8, 13, 19}) {
+            const size_t xs = activation_bytes(t, p, n) + 64;  // a padded stride
+            std::vector<uint8_t> xq(xs * n_tok);
+            for (int64_t k = 0; k < n_tok; ++k) {
+              const auto x = testing::random_activations(n, rng);
+              quantize_activation(t, p, x.data(), xq.data() + k * xs, n);
+            }
+            const int64_t r0 = 3, r1 = n_rows - 1;
+            const size_t ys = (r1 - r0) + 5;
+            std::vector<float> y(ys * n_tok, -1.0f), want(r1 - r0), scratch(n);
+            matmul_rows(v, p, xq.data(), xs, n_tok, y.data(), ys, r0, r1, scratch.data());
+            for (int64_t k = 0; k < n_tok; ++k) {
+              matvec_rows(v, p, xq.data() + k * xs, want.data(), r0, r1, scratch.data());
+              for (int64_t r = 0; r < r1 - r0; ++r)
+                ASSERT_EQ(f32_bits(y[k * ys + r]), f32_bits(want[r]))
+                    << isa_name(isa) << " " << dtype_name(t) << " tok " << k << " row " << r;
+              for (size_t r = r1 - r0; r < ys; ++r)
+                ASSERT_EQ(y[k * ys + r], -1.0f);  // padding untouched
+            }
           }
         }
       }
-    }
   }
   set_kernel_isa(saved);
 }

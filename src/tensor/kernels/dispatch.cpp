@@ -39,10 +39,14 @@ const KernelTable& table_for(Isa isa) {
   static const KernelTable avx512 = build_table(Isa::kAvx512);
   static const KernelTable neon = build_table(Isa::kNeon);
   switch (isa) {
-    case Isa::kAvx2: return avx2;
-    case Isa::kAvx512: return avx512;
-    case Isa::kNeon: return neon;
-    case Isa::kScalar: break;
+    case Isa::kAvx2:
+      return avx2;
+    case Isa::kAvx512:
+      return avx512;
+    case Isa::kNeon:
+      return neon;
+    case Isa::kScalar:
+      break;
   }
   return scalar;
 }
@@ -62,17 +66,22 @@ Active& active() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kNeon: return "neon";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kNeon:
+      return "neon";
   }
   return "?";
 }
 
 bool isa_supported(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return true;
+    case Isa::kScalar:
+      return true;
     case Isa::kAvx2:
 #if defined(__x86_64__) || defined(__i386__)
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -89,7 +98,8 @@ bool isa_supported(Isa isa) {
 #else
       return false;
 #endif
-    case Isa::kNeon: return kArm;
+    case Isa::kNeon:
+      return kArm;
   }
   return false;
 }
@@ -101,7 +111,9 @@ Isa best_isa() {
   return Isa::kScalar;
 }
 
-Isa active_isa() { return active().isa.load(std::memory_order_relaxed); }
+Isa active_isa() {
+  return active().isa.load(std::memory_order_relaxed);
+}
 
 void set_kernel_isa(Isa isa) {
   CLB_CHECK(isa_supported(isa), "kernel ISA %s: not supported by this CPU", isa_name(isa));
@@ -109,7 +121,9 @@ void set_kernel_isa(Isa isa) {
   active().isa.store(isa, std::memory_order_relaxed);
 }
 
-const KernelTable& active_kernel_table() { return *active().table.load(std::memory_order_acquire); }
+const KernelTable& active_kernel_table() {
+  return *active().table.load(std::memory_order_acquire);
+}
 
 const KernelTable& kernel_table(Isa isa) {
   CLB_ASSERT(isa_supported(isa));

@@ -30,20 +30,24 @@ using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uin
 // scores[p] = scale * dot(q, k + p * k_stride) for p < n_pos, softmax over
 // them, out[0..head_dim_v) = sum_p softmax_p * (v + p * v_stride). `scores`
 // holds n_pos floats of scratch.
-using AttendFn = void (*)(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
-                          int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
+using AttendFn = void (*)(const float* q, const float* k, size_t k_stride, const float* v,
+                          size_t v_stride, int64_t n_pos, int head_dim, int head_dim_v, float scale,
+                          float* scores, float* out);
 
 // Several query heads against one sequence's cache: query i (at q + i *
 // q_stride) sees positions [0, n_pos[i]) and writes out + i * out_stride.
 // `scores` holds n_q * max(n_pos) floats of scratch. Equals attend() per query
 // up to float summation order.
-using AttendBatchFn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
-                               size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
-                               float scale, float* scores, float* out, size_t out_stride);
+using AttendBatchFn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
+                               const float* k, size_t k_stride, const float* v, size_t v_stride,
+                               int head_dim, int head_dim_v, float scale, float* scores, float* out,
+                               size_t out_stride);
 
 // DType ids are < 31 (ggml numbering, BF16 = 30); entries are indexed by id.
 constexpr int kTypeSlots = 31;
-constexpr int slot(DType t) { return static_cast<int>(t); }
+constexpr int slot(DType t) {
+  return static_cast<int>(t);
+}
 
 struct KernelTable {
   DotFn dot[kTypeSlots] = {};            // by weight type
@@ -55,8 +59,8 @@ struct KernelTable {
 
 // Per weight type, independent of the ISA.
 struct TypeTraits {
-  DequantizeFn dequantize = nullptr;  // scalar reference, exactly ggml's
-  DType vec_dot_type = DType::F32;    // activation type under Precision::kNative
+  DequantizeFn dequantize = nullptr;      // scalar reference, exactly ggml's
+  DType vec_dot_type = DType::F32;        // activation type under Precision::kNative
   QuantizeFn quantize_weights = nullptr;  // F32 -> this type; null where not written
 };
 const TypeTraits& type_traits(DType t);

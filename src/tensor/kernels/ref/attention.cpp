@@ -8,8 +8,8 @@
 namespace colibri::ref {
 
 // out = softmax(scale * q K^T) V over positions 0..n_pos-1.
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out) {
   float max = -INFINITY;
   for (int64_t p = 0; p < n_pos; ++p) {
     const float* kp = k + p * k_stride;
@@ -32,12 +32,12 @@ void attend(const float* q, const float* k, size_t k_stride, const float* v, siz
   }
 }
 
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k, size_t k_stride,
-                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride) {
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
+                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride) {
   for (int i = 0; i < n_q; ++i)
-    attend(q + i * q_stride, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores,
-           out + i * out_stride);
+    attend(q + i * q_stride, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale,
+           scores, out + i * out_stride);
 }
 
 }  // namespace colibri::ref

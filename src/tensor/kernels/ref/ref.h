@@ -56,12 +56,12 @@ float dot_q5_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q6_K(const void* w, const void* x, int64_t n);  // x: q8_K
 
 // Attention of one query head over n_pos cached positions (kernel_table.h).
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out);
+void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
 
 // attend() for each of n_q queries (kernel_table.h's AttendBatchFn).
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k, size_t k_stride,
-                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride);
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
+                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride);
 
 }  // namespace colibri::ref

@@ -11,21 +11,29 @@ struct TraitsRow {
   DType type;
   DequantizeFn dequantize;
   DType vec_dot_type;
-  DotFn dot;             // null for activation-only types
+  DotFn dot;            // null for activation-only types
   QuantizeFn from_f32;  // activation quantizer; null for weight-only types
   QuantizeFn weights;   // weight quantizer; null where none is written
 };
 
 // vec_dot_type is ggml's type_traits_cpu[].vec_dot_type for each weight type.
 constexpr TraitsRow kRows[] = {
-    {DType::F32, ref::dequantize_f32, DType::F32, ref::dot_f32, ref::quantize_f32, ref::quantize_f32},
-    {DType::F16, ref::dequantize_f16, DType::F16, ref::dot_f16, ref::quantize_f16, ref::quantize_f16},
-    {DType::BF16, ref::dequantize_bf16, DType::BF16, ref::dot_bf16, ref::quantize_bf16, ref::quantize_bf16},
-    {DType::Q4_0, ref::dequantize_q4_0, DType::Q8_0, ref::dot_q4_0, nullptr, ref::quantize_weights_q4_0},
-    {DType::Q4_1, ref::dequantize_q4_1, DType::Q8_1, ref::dot_q4_1, nullptr, ref::quantize_weights_q4_1},
-    {DType::Q5_0, ref::dequantize_q5_0, DType::Q8_0, ref::dot_q5_0, nullptr, ref::quantize_weights_q5_0},
-    {DType::Q5_1, ref::dequantize_q5_1, DType::Q8_1, ref::dot_q5_1, nullptr, ref::quantize_weights_q5_1},
-    {DType::Q8_0, ref::dequantize_q8_0, DType::Q8_0, ref::dot_q8_0, ref::quantize_q8_0, ref::quantize_q8_0},
+    {DType::F32, ref::dequantize_f32, DType::F32, ref::dot_f32, ref::quantize_f32,
+     ref::quantize_f32},
+    {DType::F16, ref::dequantize_f16, DType::F16, ref::dot_f16, ref::quantize_f16,
+     ref::quantize_f16},
+    {DType::BF16, ref::dequantize_bf16, DType::BF16, ref::dot_bf16, ref::quantize_bf16,
+     ref::quantize_bf16},
+    {DType::Q4_0, ref::dequantize_q4_0, DType::Q8_0, ref::dot_q4_0, nullptr,
+     ref::quantize_weights_q4_0},
+    {DType::Q4_1, ref::dequantize_q4_1, DType::Q8_1, ref::dot_q4_1, nullptr,
+     ref::quantize_weights_q4_1},
+    {DType::Q5_0, ref::dequantize_q5_0, DType::Q8_0, ref::dot_q5_0, nullptr,
+     ref::quantize_weights_q5_0},
+    {DType::Q5_1, ref::dequantize_q5_1, DType::Q8_1, ref::dot_q5_1, nullptr,
+     ref::quantize_weights_q5_1},
+    {DType::Q8_0, ref::dequantize_q8_0, DType::Q8_0, ref::dot_q8_0, ref::quantize_q8_0,
+     ref::quantize_q8_0},
     {DType::Q8_1, ref::dequantize_q8_1, DType::Q8_1, nullptr, ref::quantize_q8_1, nullptr},
     {DType::Q2_K, ref::dequantize_q2_K, DType::Q8_K, ref::dot_q2_K, nullptr, nullptr},
     {DType::Q3_K, ref::dequantize_q3_K, DType::Q8_K, ref::dot_q3_K, nullptr, nullptr},
@@ -62,6 +70,8 @@ const TypeTraits& type_traits(DType t) {
   return tables().traits[s];
 }
 
-const KernelTable& ref_kernel_table() { return tables().ref; }
+const KernelTable& ref_kernel_table() {
+  return tables().ref;
+}
 
 }  // namespace colibri

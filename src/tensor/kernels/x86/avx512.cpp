@@ -36,7 +36,8 @@ float dot_f32_512(const void* w, const void* xv, int64_t n) {
     acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
   }
   for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m =
+        n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
     acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
@@ -46,14 +47,17 @@ float dot_f16_512(const void* w, const void* xv, int64_t n) {
   const auto* a = static_cast<const uint16_t*>(w);
   const auto* b = static_cast<const uint16_t*>(xv);
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  auto ld = [](const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); };
+  auto ld = [](const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  };
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     acc0 = _mm512_fmadd_ps(ld(a + i), ld(b + i), acc0);
     acc1 = _mm512_fmadd_ps(ld(a + i + 16), ld(b + i + 16), acc1);
   }
   for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m =
+        n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
     acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i)),
                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc0);
   }
@@ -92,19 +96,22 @@ struct Q5_0Weights {
   using Block = block_q5_0;
   static constexpr int kOffset = 16;
   static __m256i unpack(const Block& b) {
-    return _mm256_or_si256(nibbles_32(b.qs), _mm256_and_si256(bits_32(b.qh), _mm256_set1_epi8(0x10)));
+    return _mm256_or_si256(nibbles_32(b.qs),
+                           _mm256_and_si256(bits_32(b.qh), _mm256_set1_epi8(0x10)));
   }
 };
 
 // Two 8-lane halves: a for block b, b2 for block b + 1 (or zero).
-inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
 inline __m512 join_scales(float lo, float hi) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
 }
 
 template <typename W, int R, int T>
-void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb, float* y,
-               size_t y_stride) {
+void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb,
+               float* y, size_t y_stride) {
   using Block = typename W::Block;
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
@@ -118,7 +125,8 @@ void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_str
     for (int t = 0; t < T; ++t) {
       const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride) + b;
       a[t] = join(load32(xb[0].qs), two ? load32(xb[1].qs) : zero);
-      a_off[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, _mm512_sub_epi8(_mm512_setzero_si512(), a[t]));
+      a_off[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset,
+                                     _mm512_sub_epi8(_mm512_setzero_si512(), a[t]));
       da[t] = join_scales(h2f(xb[0].d), two ? h2f(xb[1].d) : 0.0f);
     }
     for (int r = 0; r < R; ++r) {
@@ -182,10 +190,22 @@ inline Q4_0Act q4_0_act(const block_q8_0* xb, int nblk) {
     const __m128i l = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[b].qs));
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[b].qs + 16));
     switch (b) {
-      case 0: a.lo = _mm512_inserti32x4(a.lo, l, 0); a.hi = _mm512_inserti32x4(a.hi, h, 0); break;
-      case 1: a.lo = _mm512_inserti32x4(a.lo, l, 1); a.hi = _mm512_inserti32x4(a.hi, h, 1); break;
-      case 2: a.lo = _mm512_inserti32x4(a.lo, l, 2); a.hi = _mm512_inserti32x4(a.hi, h, 2); break;
-      default: a.lo = _mm512_inserti32x4(a.lo, l, 3); a.hi = _mm512_inserti32x4(a.hi, h, 3); break;
+      case 0:
+        a.lo = _mm512_inserti32x4(a.lo, l, 0);
+        a.hi = _mm512_inserti32x4(a.hi, h, 0);
+        break;
+      case 1:
+        a.lo = _mm512_inserti32x4(a.lo, l, 1);
+        a.hi = _mm512_inserti32x4(a.hi, h, 1);
+        break;
+      case 2:
+        a.lo = _mm512_inserti32x4(a.lo, l, 2);
+        a.hi = _mm512_inserti32x4(a.hi, h, 2);
+        break;
+      default:
+        a.lo = _mm512_inserti32x4(a.lo, l, 3);
+        a.hi = _mm512_inserti32x4(a.hi, h, 3);
+        break;
     }
     d[b] = h2f(xb[b].d);
   }
@@ -209,12 +229,13 @@ struct Q4_0Kernel {
 
   // y (+)= the R x T dots over the segment's nb blocks (starting at w).
   template <int R, int T>
-  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb, float* y,
-                   size_t y_stride, bool accumulate) {
+  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb,
+                   float* y, size_t y_stride, bool accumulate) {
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    const __m512i qs_idx = _mm512_load_si512(kQ4_0Index.qs), d_idx = _mm512_load_si512(kQ4_0Index.d);
+    const __m512i qs_idx = _mm512_load_si512(kQ4_0Index.qs),
+                  d_idx = _mm512_load_si512(kQ4_0Index.d);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; b += 4) {
       const int nblk = static_cast<int>(std::min<int64_t>(4, nb - b));
@@ -232,8 +253,10 @@ struct Q4_0Kernel {
         }
         const __m512i q = _mm512_permutex2var_epi8(v0, qs_idx, v1);
         // Missing blocks read zero bytes: scale 0, so they add nothing.
-        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi8(d_idx, v0)));
-        const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi8(d_idx, v0)));
+        const __m512i lo = _mm512_and_si512(q, m4),
+                      hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         for (int t = 0; t < T; ++t) {
           const Q4_0Act& a = act[t][b / 4];
           const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a.corr, lo, a.lo), hi, a.hi);
@@ -262,8 +285,9 @@ struct Q8_0Index {
   alignas(64) uint8_t d[64];
   constexpr Q8_0Index() : qs(), d() {
     for (int j = 0; j < 32; ++j) {
-      qs[j] = static_cast<uint8_t>(2 + j);   // block 0 from bytes 0..63
-      qs[32 + j] = static_cast<uint8_t>(64 + 32 + j);  // block 1: byte 36 + j = byte 32 + j of 4..67
+      qs[j] = static_cast<uint8_t>(2 + j);  // block 0 from bytes 0..63
+      qs[32 + j] =
+          static_cast<uint8_t>(64 + 32 + j);  // block 1: byte 36 + j = byte 32 + j of 4..67
     }
     for (int k = 0; k < 16; ++k) {
       d[2 * k] = static_cast<uint8_t>(k < 8 ? 0 : 34);
@@ -289,18 +313,20 @@ struct Q8_0Kernel {
     const __m256i y0 = load32(xb[0].qs), y1 = nblk > 1 ? load32(xb[1].qs) : _mm256_setzero_si256();
     a.y = _mm512_inserti64x4(_mm512_castsi256_si512(y0), y1, 1);
     const __m512i zero = _mm512_setzero_si512();
-    a.corr = _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(static_cast<char>(0x80)), _mm512_sub_epi8(zero, a.y));
+    a.corr = _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(static_cast<char>(0x80)),
+                                 _mm512_sub_epi8(zero, a.y));
     a.d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(h2f(xb[0].d))),
                              _mm256_set1_ps(nblk > 1 ? h2f(xb[1].d) : 0.0f), 1);
   }
 
   template <int R, int T>
-  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb, float* y,
-                   size_t y_stride, bool accumulate) {
+  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb,
+                   float* y, size_t y_stride, bool accumulate) {
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    const __m512i qs_idx = _mm512_load_si512(kQ8_0Index.qs), d_idx = _mm512_load_si512(kQ8_0Index.d);
+    const __m512i qs_idx = _mm512_load_si512(kQ8_0Index.qs),
+                  d_idx = _mm512_load_si512(kQ8_0Index.d);
     const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int64_t b = 0; b < nb; b += 2) {
       const bool two = b + 1 < nb;
@@ -317,7 +343,8 @@ struct Q8_0Kernel {
         }
         // A missing block reads zero bytes: scale 0 and zero activations.
         const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi8(v0, qs_idx, v1), sign);
-        const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi8(d_idx, v0)));
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi8(d_idx, v0)));
         for (int t = 0; t < T; ++t) {
           const Q8_0Act& a = act[t][b / 2];
           const __m512i s = _mm512_dpbusd_epi32(a.corr, u, a.y);
@@ -345,8 +372,8 @@ struct Q8_0Kernel {
 // 39 -> 116 Gop/s, against the shared 256-bit kernel.
 
 struct Q4_KAct {
-  __m512i y[4];      // sub-blocks (0, 2), (1, 3), (4, 6), (5, 7), 32 bytes each
-  __m128i bsum32;    // the 8 sub-blocks' activation sums (int16)
+  __m512i y[4];    // sub-blocks (0, 2), (1, 3), (4, 6), (5, 7), 32 bytes each
+  __m128i bsum32;  // the 8 sub-blocks' activation sums (int16)
   float d;
 };
 
@@ -387,18 +414,17 @@ struct Q4_KKernel {
   static void prep(const XBlock* xb, int, Act& a) { a = q4_k_act(*xb); }
 
   template <int R, int T>
-  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb, float* y,
-                   size_t y_stride, bool accumulate) {
+  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb,
+                   float* y, size_t y_stride, bool accumulate) {
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     // 16-bit lanes of each y vector -> the sub-block whose scale they take.
-    const __m512i sel[4] = {
-        _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1),
-        _mm512_inserti64x4(_mm512_set1_epi16(1), _mm256_set1_epi16(3), 1),
-        _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1),
-        _mm512_inserti64x4(_mm512_set1_epi16(5), _mm256_set1_epi16(7), 1)};
+    const __m512i sel[4] = {_mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1),
+                            _mm512_inserti64x4(_mm512_set1_epi16(1), _mm256_set1_epi16(3), 1),
+                            _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1),
+                            _mm512_inserti64x4(_mm512_set1_epi16(5), _mm256_set1_epi16(7), 1)};
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const block_q4_K*>(w + r * w_stride) + b;
@@ -407,18 +433,22 @@ struct Q4_KKernel {
         const __m512i sm = _mm512_castsi256_si512(sm16);
         const __m128i mins = _mm256_extracti128_si256(sm16, 1);
         const __m512i q0 = _mm512_loadu_si512(blk->qs), q1 = _mm512_loadu_si512(blk->qs + 64);
-        const __m512i u[4] = {_mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
-                              _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
+        const __m512i u[4] = {
+            _mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
+            _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
         __m512i sc[4];
         for (int k = 0; k < 4; ++k) sc[k] = _mm512_permutexvar_epi16(sel[k], sm);
         const float dw = h2f(blk->d), dmin = h2f(blk->dmin);
         for (int t = 0; t < T; ++t) {
           const Q4_KAct& a = act[t][b];
           __m512i isum = _mm512_setzero_si512();
-          for (int k = 0; k < 4; ++k) isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[k], a.y[k]), sc[k]);
+          for (int k = 0; k < 4; ++k)
+            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[k], a.y[k]), sc[k]);
           const __m512i msum = _mm512_zextsi128_si512(_mm_madd_epi16(mins, a.bsum32));
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * a.d), acc[r][t]);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_set1_ps(-dmin * a.d), acc[r][t]);
+          acc[r][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * a.d), acc[r][t]);
+          acc[r][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_set1_ps(-dmin * a.d), acc[r][t]);
         }
       }
     }
@@ -460,8 +490,8 @@ struct Q6_KKernel {
   }
 
   template <int R, int T>
-  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb, float* y,
-                   size_t y_stride, bool accumulate) {
+  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb,
+                   float* y, size_t y_stride, bool accumulate) {
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -472,23 +502,27 @@ struct Q6_KKernel {
     __m512i sel[4];  // 16-bit lane -> its sub-block (8 lanes each)
     for (int k = 0; k < 4; ++k)
       sel[k] = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_setr_m128i(_mm_set1_epi16(4 * k), _mm_set1_epi16(4 * k + 1))),
+          _mm512_castsi256_si512(
+              _mm256_setr_m128i(_mm_set1_epi16(4 * k), _mm_set1_epi16(4 * k + 1))),
           _mm256_setr_m128i(_mm_set1_epi16(4 * k + 2), _mm_set1_epi16(4 * k + 3)), 1);
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const block_q6_K*>(w + r * w_stride) + b;
         prefetch_ahead(blk, 4);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
         const __m512i sc = _mm512_castsi256_si512(sc16);
         const __m512i qh = _mm512_loadu_si512(blk->qh);
         __m512i u[4];
         for (int h = 0; h < 2; ++h) {
           const __m512i ql = _mm512_loadu_si512(blk->ql + 64 * h);
-          const __m512i qhh = _mm512_shuffle_i64x2(qh, qh, h == 0 ? 0x44 : 0xEE);  // its 32 bytes, twice
+          const __m512i qhh =
+              _mm512_shuffle_i64x2(qh, qh, h == 0 ? 0x44 : 0xEE);  // its 32 bytes, twice
           const __m512i ha = _mm512_and_si512(_mm512_srlv_epi16(qhh, sh_a), m3);
           const __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(qhh, sh_b), m3);
           u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_slli_epi16(ha, 4));
-          u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_slli_epi16(hb, 4));
+          u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                         _mm512_slli_epi16(hb, 4));
         }
         __m512i scv[4];
         for (int k = 0; k < 4; ++k) scv[k] = _mm512_permutexvar_epi16(sel[k], sc);
@@ -497,8 +531,10 @@ struct Q6_KKernel {
           const Q6_KAct& a = act[t][b];
           const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, a.bsums), 5);
           __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
-          for (int k = 0; k < 4; ++k) isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[k], a.y[k]), scv[k]);
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * a.d), acc[r][t]);
+          for (int k = 0; k < 4; ++k)
+            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[k], a.y[k]), scv[k]);
+          acc[r][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * a.d), acc[r][t]);
         }
       }
     }
@@ -538,8 +574,8 @@ struct PreparedFamily {
     return t.f;
   }
 
-  static void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride, int64_t nt,
-                   int64_t n, float* y, size_t y_stride) {
+  static void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
+                   int64_t nt, int64_t n, float* y, size_t y_stride) {
     constexpr int64_t kPer = K::kBlocksPerStep, kSegBlocks = kPer * K::kSegSteps;
     const auto& f = table();
     const int64_t nb = n / (kPer == 1 ? kQK_K : kQK);
@@ -551,12 +587,13 @@ struct PreparedFamily {
         for (int k = 0; k < tn; ++k) {
           const auto* xb = reinterpret_cast<const typename K::XBlock*>(x + (t + k) * x_stride) + b0;
           for (int64_t g = 0; g < (sb + kPer - 1) / kPer; ++g)
-            K::prep(xb + kPer * g, static_cast<int>(std::min<int64_t>(kPer, sb - kPer * g)), act[k][g]);
+            K::prep(xb + kPer * g, static_cast<int>(std::min<int64_t>(kPer, sb - kPer * g)),
+                    act[k][g]);
         }
         for (int64_t r = 0; r < nr; r += kRows) {
           const int rn = static_cast<int>(std::min<int64_t>(kRows, nr - r));
-          f[rn - 1][tn - 1](w + r * w_stride + b0 * K::kBlockBytes, w_stride, act, sb, y + t * y_stride + r,
-                            y_stride, b0 > 0);
+          f[rn - 1][tn - 1](w + r * w_stride + b0 * K::kBlockBytes, w_stride, act, sb,
+                            y + t * y_stride + r, y_stride, b0 > 0);
         }
       }
     }
@@ -574,8 +611,8 @@ constexpr int kTileRows = 4, kTileTokens = 4;
 template <typename W>
 struct GenericQ8Kernel {
   template <int R, int T>
-  static void run(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb, float* y,
-                  size_t y_stride) {
+  static void run(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb,
+                  float* y, size_t y_stride) {
     q8_0_tile<W, R, T>(w, w_stride, x, x_stride, nb, y, y_stride);
   }
 };
@@ -585,7 +622,8 @@ struct TileFamily {
   using Fn = void (*)(const uint8_t*, size_t, const uint8_t*, size_t, int64_t, float*, size_t);
 
   template <int R, int... Ts>
-  static constexpr void fill_row(Fn (&f)[kTileRows][kTileTokens], std::integer_sequence<int, Ts...>) {
+  static constexpr void fill_row(Fn (&f)[kTileRows][kTileTokens],
+                                 std::integer_sequence<int, Ts...>) {
     ((f[R - 1][Ts] = K::template run<R, Ts + 1>), ...);
   }
   template <int... Rs>
@@ -605,19 +643,20 @@ struct TileFamily {
 
   static float dot(const void* w, const void* x, int64_t n) {
     float y;
-    K::template run<1, 1>(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, n / kQK, &y, 0);
+    K::template run<1, 1>(static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0,
+                          n / kQK, &y, 0);
     return y;
   }
 
-  static void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride, int64_t nt,
-                   int64_t n, float* y, size_t y_stride) {
+  static void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
+                   int64_t nt, int64_t n, float* y, size_t y_stride) {
     const auto& f = table();
     for (int64_t t = 0; t < nt; t += kTileTokens) {
       const int64_t tn = std::min<int64_t>(kTileTokens, nt - t);
       for (int64_t r = 0; r < nr; r += kTileRows) {
         const int64_t rn = std::min<int64_t>(kTileRows, nr - r);
-        f[rn - 1][tn - 1](w + r * w_stride, w_stride, x + t * x_stride, x_stride, n / kQK, y + t * y_stride + r,
-                          y_stride);
+        f[rn - 1][tn - 1](w + r * w_stride, w_stride, x + t * x_stride, x_stride, n / kQK,
+                          y + t * y_stride + r, y_stride);
       }
     }
   }

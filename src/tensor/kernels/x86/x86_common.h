@@ -11,8 +11,8 @@
 
 #include <immintrin.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -30,8 +30,12 @@ namespace {
 // Scales are halves: F16C converts one exactly (subnormals included) in a
 // single instruction, where half_to_float's branches cost more than a block's
 // integer dot.
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+inline uint16_t f2h(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -67,7 +71,8 @@ inline __m256i dot_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i scales
 
 // Scales for a 32-element run made of two 16-element sub-blocks.
 inline __m256i scales_pair(int s0, int s1) {
-  return _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(s0)), _mm_set1_epi16(static_cast<int16_t>(s1)));
+  return _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(s0)),
+                           _mm_set1_epi16(static_cast<int16_t>(s1)));
 }
 
 // 16 bytes of nibbles -> 32 bytes: low nibbles first, then high nibbles.
@@ -81,14 +86,17 @@ inline __m256i nibbles_32(const uint8_t* p) {
 inline __m256i bits_32(const uint8_t* p) {
   uint32_t bits;
   std::memcpy(&bits, p, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                                             0x0202020202020202, 0x0303030303030303));
   const __m256i mask = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
 }
 
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m256i load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
 
 // ---- legacy 32-element blocks ----
 
@@ -123,7 +131,8 @@ float dot_q5_0(const void* w, const void* xv, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     // q - 16 as int8: a clear fifth bit sets the top nibble (nibble - 16).
-    const __m256i hi = _mm256_andnot_si256(bits_32(x[i].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+    const __m256i hi =
+        _mm256_andnot_si256(bits_32(x[i].qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
     const __m256i q = _mm256_or_si256(nibbles_32(x[i].qs), hi);
     const __m256i s = dot_s8s8(_mm256_setzero_si256(), q, load32(y[i].qs));
     const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
@@ -167,7 +176,8 @@ float dot_q5_1(const void* w, const void* xv, int64_t n) {
 // sum over the 16 sub-blocks of scale_i * bsum_i.
 inline int scaled_bsums(const int16_t* bsums, const int8_t* scales16) {
   const __m256i b = load32(bsums);
-  const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales16)));
+  const __m256i s =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales16)));
   const __m256i p = _mm256_madd_epi16(b, s);
   __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
   r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
@@ -193,7 +203,8 @@ float dot_q2_K(const void* w, const void* xv, int64_t n) {
       for (int k = 0; k < 4; ++k) {
         const __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * k), m3);
         const int sb = 8 * h + 2 * k;
-        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)), scales_pair(sc[sb], sc[sb + 1]));
+        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)),
+                               scales_pair(sc[sb], sc[sb + 1]));
       }
     }
     const float dy = y[i].d;
@@ -222,7 +233,8 @@ float dot_q3_K(const void* w, const void* xv, int64_t n) {
         const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
         const __m256i v = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
         const int sb = 8 * h + 2 * k;
-        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)), scales_pair(sc[sb], sc[sb + 1]));
+        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)),
+                               scales_pair(sc[sb], sc[sb + 1]));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
@@ -252,11 +264,14 @@ float dot_k4(const Block* x, const block_q8_K* y, int64_t n) {
       __m256i lo = _mm256_and_si256(q, m4);
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
       if constexpr (kFifthBit) {
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+        lo = _mm256_or_si256(
+            lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+        hi = _mm256_or_si256(
+            hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
       }
       isum = dot_u8s8_scaled(isum, lo, load32(y[i].qs + 64 * j), _mm256_set1_epi16(sc[2 * j]));
-      isum = dot_u8s8_scaled(isum, hi, load32(y[i].qs + 64 * j + 32), _mm256_set1_epi16(sc[2 * j + 1]));
+      isum = dot_u8s8_scaled(isum, hi, load32(y[i].qs + 64 * j + 32),
+                             _mm256_set1_epi16(sc[2 * j + 1]));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
     summs += h2f(x[i].dmin) * y[i].d * scaled_bsums(y[i].bsums, mn16);
@@ -290,7 +305,8 @@ float dot_q6_K(const void* w, const void* xv, int64_t n) {
         const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3);
         const __m256i v = _mm256_or_si256(lows[k], _mm256_slli_epi16(hb, 4));
         const int sb = 8 * h + 2 * k;
-        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)), scales_pair(sc[sb], sc[sb + 1]));
+        isum = dot_u8s8_scaled(isum, v, load32(y[i].qs + 32 * (4 * h + k)),
+                               scales_pair(sc[sb], sc[sb + 1]));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
@@ -307,25 +323,33 @@ inline __m256 load_bf16x8(const uint16_t* p) {
   const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
-inline __m256 load_f32x8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load_f32x8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
 
 template <typename T, __m256 (*Load)(const T*), float (*ToFloat)(T)>
 float dot_float8(const void* w, const void* xv, int64_t n) {
   const T* a = static_cast<const T*>(w);
   const T* b = static_cast<const T*>(xv);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
   int64_t i = 0;
   for (; i + 32 <= n; i += 32)
-    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(Load(a + i + 8 * k), Load(b + i + 8 * k), acc[k]);
+    for (int k = 0; k < 4; ++k)
+      acc[k] = _mm256_fmadd_ps(Load(a + i + 8 * k), Load(b + i + 8 * k), acc[k]);
   for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(Load(a + i), Load(b + i), acc[0]);
   float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; i < n; ++i) s += ToFloat(a[i]) * ToFloat(b[i]);
   return s;
 }
 
-inline float f32_id(float f) { return f; }
+inline float f32_id(float f) {
+  return f;
+}
 
-float dot_f32(const void* w, const void* x, int64_t n) { return dot_float8<float, load_f32x8, f32_id>(w, x, n); }
+float dot_f32(const void* w, const void* x, int64_t n) {
+  return dot_float8<float, load_f32x8, f32_id>(w, x, n);
+}
 float dot_f16(const void* w, const void* x, int64_t n) {
   return dot_float8<uint16_t, load_f16x8, half_to_float>(w, x, n);
 }
@@ -351,7 +375,9 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+inline __m256 abs_ps(__m256 v) {
+  return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
 
 // 32 floats of one block -> 32 int8 (roundf(x * id)); returns sum of them.
 inline int quantize_block32(const float* x, float id, int8_t* out) {
@@ -361,7 +387,8 @@ inline int quantize_block32(const float* x, float id, int8_t* out) {
     q[k] = _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), mul)));
   const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
   // packs interleave 128-bit lanes; the permute restores element order.
-  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  const __m256i p =
+      _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   __m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
@@ -425,7 +452,8 @@ void quantize_q8_K(const float* src, void* dst, int64_t n) {
       const __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
       // p8 holds a0..3 b0..3 a4..7 b4..7 -> restore order a0..7 b0..7.
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + k),
-                       _mm_shuffle_epi8(p8, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15)));
+                       _mm_shuffle_epi8(p8, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12,
+                                                          13, 14, 15)));
     }
     y[i].d = 1 / iscale;
   }
@@ -448,7 +476,8 @@ void quantize_bf16(const float* src, void* dst, int64_t n) {
   for (; i + 8 <= n; i += 8) {
     const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
     const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
                                               _mm256_set1_epi32(0x7F800000));
     const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
@@ -484,7 +513,8 @@ inline __m256 exp_nonpositive(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
   const __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
@@ -514,8 +544,9 @@ inline float softmax_exp(float* scores, int64_t n) {
 // kernels/ref's attend with 8-wide dots (four positions at a time), a
 // vectorised exp, and the weighted sum of V kept in registers across
 // positions (32 output dims at a time), scaled by 1 / sum once at the end.
-void attend_x86(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride, int64_t n_pos,
-                int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+void attend_x86(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+                int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
+                float* out) {
   const int hd8 = head_dim & ~7;
   int64_t p = 0;
   for (; p + 4 <= n_pos; p += 4) {
@@ -538,7 +569,8 @@ void attend_x86(const float* q, const float* k, size_t k_stride, const float* v,
   for (; p < n_pos; ++p) {
     const float* kp = k + p * k_stride;
     __m256 a = _mm256_setzero_ps();
-    for (int i = 0; i < hd8; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a);
+    for (int i = 0; i < hd8; i += 8)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a);
     float s = hsum(a);
     for (int i = hd8; i < head_dim; ++i) s += q[i] * kp[i];
     scores[p] = s * scale;
@@ -566,7 +598,8 @@ void attend_x86(const float* q, const float* k, size_t k_stride, const float* v,
   for (; i0 + 8 <= head_dim_v; i0 += 8) {
     __m256 o = _mm256_setzero_ps();
     const float* vp = v + i0;
-    for (p = 0; p < n_pos; ++p, vp += v_stride) o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + p), _mm256_loadu_ps(vp), o);
+    for (p = 0; p < n_pos; ++p, vp += v_stride)
+      o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + p), _mm256_loadu_ps(vp), o);
     _mm256_storeu_ps(out + i0, _mm256_mul_ps(o, _mm256_set1_ps(inv)));
   }
   for (; i0 < head_dim_v; ++i0) {
@@ -576,7 +609,6 @@ void attend_x86(const float* q, const float* k, size_t k_stride, const float* v,
   }
 }
 
-
 // G queries of one sequence at once: each key and value row is loaded once
 // for all of them (two positions per step in the dots, 16 output dims per
 // step in the weighted sum, so the AVX2 build keeps it all in 16 registers).
@@ -584,9 +616,9 @@ void attend_x86(const float* q, const float* k, size_t k_stride, const float* v,
 // positions (head_dim 128, KV rows of 16 heads): 245 us one at a time, 96 us
 // here.
 template <int G>
-void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const float* k, size_t k_stride,
-                  const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride) {
+void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const float* k,
+                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride) {
   int64_t P = 0;
   for (int g = 0; g < G; ++g) P = std::max<int64_t>(P, n_pos[g]);
   const int hd8 = head_dim & ~7;
@@ -623,7 +655,8 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const f
     for (int g = 0; g < 4; ++g) a[g] = _mm256_setzero_ps();
     for (int i = 0; i < hd8; i += 8) {
       const __m256 kv = _mm256_loadu_ps(kp + i);
-      for (int g = 0; g < G; ++g) a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * q_stride + i), kv, a[g]);
+      for (int g = 0; g < G; ++g)
+        a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * q_stride + i), kv, a[g]);
     }
     float s[4];
     _mm_storeu_ps(s, hsum4(a[0], a[1], a[2], a[3]));
@@ -663,9 +696,10 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const f
     }
 }
 
-void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
-                      size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v, float scale,
-                      float* scores, float* out, size_t out_stride) {
+void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
+                      const float* k, size_t k_stride, const float* v, size_t v_stride,
+                      int head_dim, int head_dim_v, float scale, float* scores, float* out,
+                      size_t out_stride) {
   for (int i = 0; i < n_q; i += 4) {
     const float* qi = q + i * q_stride;
     float* oi = out + i * out_stride;
@@ -674,16 +708,16 @@ void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n
         attend_x86(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi);
         break;
       case 2:
-        attend_group<2>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores, oi,
-                        out_stride);
+        attend_group<2>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
+                        scale, scores, oi, out_stride);
         break;
       case 3:
-        attend_group<3>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores, oi,
-                        out_stride);
+        attend_group<3>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
+                        scale, scores, oi, out_stride);
         break;
       default:
-        attend_group<4>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores, oi,
-                        out_stride);
+        attend_group<4>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
+                        scale, scores, oi, out_stride);
         break;
     }
   }

@@ -6,6 +6,7 @@
 // intrinsics as uninitialized (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "tensor/kernels/x86/prepared_family.h"
 #include "tensor/kernels/x86/x86_common.h"
 
 namespace colibri {
@@ -224,6 +225,7 @@ struct Q4_0Kernel {
   // A segment's activations for four tokens (32 KB) stay in L1 while every
   // row of the call reads them.
   static constexpr int kSegSteps = 32;
+  static constexpr int kBlockElems = kQK;
   static constexpr size_t kBlockBytes = sizeof(block_q4_0);
   static void prep(const XBlock* xb, int nblk, Act& a) { a = q4_0_act(xb, nblk); }
 
@@ -308,6 +310,7 @@ struct Q8_0Kernel {
   using XBlock = block_q8_0;
   static constexpr int kBlocksPerStep = 2;
   static constexpr int kSegSteps = 32;  // 2048 weights; 4 tokens: 24 KB
+  static constexpr int kBlockElems = kQK;
   static constexpr size_t kBlockBytes = sizeof(block_q8_0);
   static void prep(const XBlock* xb, int nblk, Act& a) {
     const __m256i y0 = load32(xb[0].qs), y1 = nblk > 1 ? load32(xb[1].qs) : _mm256_setzero_si256();
@@ -410,6 +413,7 @@ struct Q4_KKernel {
   using XBlock = block_q8_K;
   static constexpr int kBlocksPerStep = 1;
   static constexpr int kSegSteps = 16;  // 4096 weights; 4 tokens: 20 KB
+  static constexpr int kBlockElems = kQK_K;
   static constexpr size_t kBlockBytes = sizeof(block_q4_K);
   static void prep(const XBlock* xb, int, Act& a) { a = q4_k_act(*xb); }
 
@@ -482,6 +486,7 @@ struct Q6_KKernel {
   using XBlock = block_q8_K;
   static constexpr int kBlocksPerStep = 1;
   static constexpr int kSegSteps = 16;
+  static constexpr int kBlockElems = kQK_K;
   static constexpr size_t kBlockBytes = sizeof(block_q6_K);
   static void prep(const XBlock* xb, int, Act& a) {
     for (int k = 0; k < 4; ++k) a.y[k] = _mm512_loadu_si512(xb->qs + 64 * k);
@@ -543,66 +548,6 @@ struct Q6_KKernel {
         const float v = _mm512_reduce_add_ps(acc[r][t]);
         y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + v : v;
       }
-  }
-};
-
-// Dot and tile entries for a kernel that prepares its activations: per group
-// of up to four tokens and per segment of the row, the activations are
-// prepared once and every row of the call uses them.
-template <typename K>
-struct PreparedFamily {
-  using Seg = typename K::Act[K::kSegSteps];
-  using Fn = void (*)(const uint8_t*, size_t, const Seg*, int64_t, float*, size_t, bool);
-  static constexpr int kRows = 4, kTokens = 4;
-
-  template <int R, int... Ts>
-  static constexpr void fill_row(Fn (&f)[kRows][kTokens], std::integer_sequence<int, Ts...>) {
-    ((f[R - 1][Ts] = K::template tile<R, Ts + 1>), ...);
-  }
-  template <int... Rs>
-  static constexpr void fill(Fn (&f)[kRows][kTokens], std::integer_sequence<int, Rs...>) {
-    (fill_row<Rs + 1>(f, std::make_integer_sequence<int, kTokens>{}), ...);
-  }
-  static const Fn (&table())[kRows][kTokens] {
-    static const auto t = [] {
-      struct {
-        Fn f[kRows][kTokens];
-      } s{};
-      fill(s.f, std::make_integer_sequence<int, kRows>{});
-      return s;
-    }();
-    return t.f;
-  }
-
-  static void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
-                   int64_t nt, int64_t n, float* y, size_t y_stride) {
-    constexpr int64_t kPer = K::kBlocksPerStep, kSegBlocks = kPer * K::kSegSteps;
-    const auto& f = table();
-    const int64_t nb = n / (kPer == 1 ? kQK_K : kQK);
-    alignas(64) Seg act[kTokens];
-    for (int64_t t = 0; t < nt; t += kTokens) {
-      const int tn = static_cast<int>(std::min<int64_t>(kTokens, nt - t));
-      for (int64_t b0 = 0; b0 < nb; b0 += kSegBlocks) {
-        const int64_t sb = std::min<int64_t>(kSegBlocks, nb - b0);
-        for (int k = 0; k < tn; ++k) {
-          const auto* xb = reinterpret_cast<const typename K::XBlock*>(x + (t + k) * x_stride) + b0;
-          for (int64_t g = 0; g < (sb + kPer - 1) / kPer; ++g)
-            K::prep(xb + kPer * g, static_cast<int>(std::min<int64_t>(kPer, sb - kPer * g)),
-                    act[k][g]);
-        }
-        for (int64_t r = 0; r < nr; r += kRows) {
-          const int rn = static_cast<int>(std::min<int64_t>(kRows, nr - r));
-          f[rn - 1][tn - 1](w + r * w_stride + b0 * K::kBlockBytes, w_stride, act, sb,
-                            y + t * y_stride + r, y_stride, b0 > 0);
-        }
-      }
-    }
-  }
-
-  static float dot(const void* w, const void* x, int64_t n) {
-    float y;
-    tile(static_cast<const uint8_t*>(w), 0, 1, static_cast<const uint8_t*>(x), 0, 1, n, &y, 0);
-    return y;
   }
 };
 

@@ -183,9 +183,11 @@ ApiRequest parse_request(std::string_view text, Endpoint endpoint,
 
   ApiRequest r;
   r.endpoint = endpoint;
+  // OpenAI requires "model"; like llama.cpp's server we serve the one model
+  // when it is left out, but a wrong type or an unknown name is an error.
   const json* model = field(body, "model");
-  if (!model || !model->is_string()) throw bad_request("model must be a string", "model");
-  r.model = model->get<std::string>();
+  if (model && !model->is_string()) throw bad_request("model must be a string", "model");
+  r.model = model ? model->get<std::string>() : (model_ids.empty() ? "" : model_ids[0]);
   bool known = false;
   for (const std::string& id : model_ids) known |= id == r.model;
   if (!known)

@@ -92,6 +92,12 @@ TEST(Api, CompletionPrompts) {
   EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 99}));
 }
 
+TEST(Api, ModelMayBeLeftOut) {
+  ApiRequest r = parse_request(R"({"messages": [{"role": "user", "content": "hi"}]})",
+                               Endpoint::kChat, kModels, 100);
+  EXPECT_EQ(r.model, kModels[0]);
+}
+
 TEST(Api, RejectsBadInputWithTheFieldNamed) {
   struct Case {
     std::string body;
@@ -101,7 +107,6 @@ TEST(Api, RejectsBadInputWithTheFieldNamed) {
   const std::vector<Case> cases = {
       {"{", "", "invalid_json"},
       {"[1]", "", "invalid_json"},
-      {R"({"messages": []})", "model", ""},
       {R"({"model": 3, "messages": []})", "model", ""},
       {R"({"model": "other", "messages": [{"role": "user", "content": "x"}]})", "model",
        "model_not_found"},

@@ -320,17 +320,20 @@ void StreamingExpertStore::release(int layer, int expert) {
   --slots_[slot].users;
 }
 
-void StreamingExpertStore::prefetch_locked(int layer, std::span<const int> experts) {
+void StreamingExpertStore::prefetch_locked(int layer, std::span<const int> experts,
+                                           uint64_t visit) {
   for (int e : experts) {
     CLB_ASSERT(e >= 0 && e < n_expert_);
     const int32_t key = layer * n_expert_ + e;
     if (where_[key] >= 0) {
-      slots_[where_[key]].visit = visit_;
+      Slot& s = slots_[where_[key]];
+      s.visit = std::max(s.visit, visit);
       continue;
     }
     const int slot = pick_victim(true);
     if (slot < 0) return;  // the cache is full of slabs this step needs
     start_load(slot, key, true);
+    slots_[slot].visit = visit;
   }
 }
 
@@ -339,7 +342,7 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int> experts) {
   std::lock_guard<std::mutex> lock(mu_);
   // The exact experts of the layer about to run: a new visit of it.
   enter_layer(layer);
-  prefetch_locked(layer, experts);
+  prefetch_locked(layer, experts, visit_);
 }
 
 void StreamingExpertStore::prefetch_predicted(int layer, std::span<const int> experts) {
@@ -348,7 +351,10 @@ void StreamingExpertStore::prefetch_predicted(int layer, std::span<const int> ex
   layer_pred_[layer] = ++pred_gen_;
   for (int e : experts) pred_mark_[layer * n_expert_ + e] = pred_gen_;
   stats_.pred_experts += experts.size();
-  if (predict_) prefetch_locked(layer, experts);
+  // Guesses are made before the current layer's own visit starts; they count
+  // as touched in that visit, so the current layer's loads do not evict them
+  // before the next layer has had its chance to use them.
+  if (predict_) prefetch_locked(layer, experts, visit_ + 1);
 }
 
 ExpertStoreStats StreamingExpertStore::stats() const {

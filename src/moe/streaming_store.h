@@ -93,7 +93,9 @@ class StreamingExpertStore : public ExpertStore {
   // The slot to fill; -1 if none may be evicted now.
   int pick_victim(bool for_prefetch) const;
   void start_load(int slot, int32_t key, bool by_prefetch);
-  void prefetch_locked(int layer, std::span<const int> experts);
+  // Starts loads of the experts not resident; every named slab is marked as
+  // touched in layer visit `visit` (protected from prefetch evictions then).
+  void prefetch_locked(int layer, std::span<const int> experts, uint64_t visit);
 
   std::string path_;
   uint64_t file_size_;

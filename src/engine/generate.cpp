@@ -1,5 +1,7 @@
 #include "engine/generate.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "base/sys.h"
 #include "base/utf8.h"
@@ -106,8 +108,13 @@ std::string format_summary(const GenerateResult& r, const EngineStats& s) {
   const ExpertStoreStats& x = s.store;
   if (x.loads > 0) {
     const double tokens = static_cast<double>(s.n_prompt_tokens + s.n_gen_tokens);
-    out += strprintf(" | experts: hit %.1f%%, %.2f MB/token from disk at %.2f GB/s, io wait %.2f s",
-                     x.requests ? 100.0 * x.hits / x.requests : 0.0,
+    // "hit": served without waiting, prefetched loads included; "resident":
+    // served with no load at all (1 - loads / requests, a lower bound since
+    // loads also count mispredicted prefetches and the pinned set).
+    const double resident =
+        x.requests ? std::max(0.0, 1.0 - static_cast<double>(x.loads) / x.requests) : 0.0;
+    out += strprintf(" | experts: hit %.1f%% (resident %.1f%%), %.2f MB/token from disk at %.2f GB/s, io wait %.2f s",
+                     x.requests ? 100.0 * x.hits / x.requests : 0.0, 100.0 * resident,
                      tokens > 0 ? x.bytes_read / tokens / 1e6 : 0.0,
                      x.read_busy_s > 0 ? x.bytes_read / x.read_busy_s / 1e9 : 0.0, x.io_wait_s);
     if (x.pred_acquires > 0)

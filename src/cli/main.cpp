@@ -25,6 +25,14 @@ void add_engine_flags(CLI::App* app, EngineOptions* o) {
       ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
       ->default_str("native");
   add_store_flags(app, &o->store);
+  // The kernels are chosen once for the process; this overrides the choice
+  // (scalar: the reference kernels, to compare or to rule the SIMD out).
+  static std::map<std::string, Isa> kIsas = {
+      {"scalar", Isa::kScalar}, {"avx2", Isa::kAvx2}, {"avx512", Isa::kAvx512}, {"neon", Isa::kNeon}};
+  app->add_option_function<Isa>(
+         "--isa", [](const Isa& isa) { set_kernel_isa(isa); },
+         "kernels to use: scalar, avx2, avx512, neon (default: the best this CPU has)")
+      ->transform(CLI::CheckedTransformer(kIsas, CLI::ignore_case));
 }
 
 void add_sampling_flags(CLI::App* c, SamplerParams* s) {
@@ -64,11 +72,11 @@ int main(int argc, char** argv) {
     cmds.emplace_back(all.back(), std::move(r));
   }
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e);
+    }
     for (auto& [sub, run] : cmds)
       if (sub->parsed()) return run();
   } catch (const Error& e) {

@@ -1,7 +1,8 @@
 # Runs examples/simple on MODEL and checks its output starts like WANT.
 if(NOT EXISTS "${MODEL}" OR NOT EXISTS "${WANT}")
+  # The test's SKIP_REGULAR_EXPRESSION turns this line into a skip.
   message("../shared is absent: example_simple skipped")
-  cmake_language(EXIT 77)
+  return()
 endif()
 execute_process(COMMAND "${EXE}" "${MODEL}" "" 40
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)

@@ -204,7 +204,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
 
   // Per (layer, expert): the chance a decoded token uses it, from history or uniform.
   std::vector<double> use(static_cast<size_t>(cfg.n_layer) * cfg.n_expert, 0.0);
-  std::vector<uint64_t> hist;
+  std::vector<uint64_t>& hist = p.history;
   if (!o.no_history) {
     const std::string dir = o.history_dir.empty() ? default_history_dir() : o.history_dir;
     if (!dir.empty()) {
@@ -353,7 +353,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
     so.io_depth = o.io_depth;
     if (!p.history_path.empty()) {
       so.history_path = p.history_path;
-      so.history = load_history(p.history_path, cfg.n_layer, cfg.n_expert);
+      so.history = p.history;
     }
     auto s = std::make_unique<StreamingExpertStore>(f.name(), f.file_size(), w.experts, cfg.n_expert, so);
     p.notes = s->notes();

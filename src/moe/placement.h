@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "moe/cache_policy.h"
 #include "moe/expert_store.h"
@@ -55,6 +56,7 @@ struct Plan {
   bool all_experts_fit = false;
   bool from_history = false;   // pinned set and expectations from routing counts
   std::string history_path;    // "" without history
+  std::vector<uint64_t> history;  // (n_layer, n_expert) counts read from it, or empty
   uint64_t metadata_bytes = 0; // the mapped start of the file
   uint64_t inflight_bytes = 0; // page cache of buffered reads in flight
   uint64_t fixed_overhead = 0; // process + metadata + inflight: outside the budget

@@ -145,6 +145,17 @@ void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_str
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
+// The end of every tile kernel: each (row, token) accumulator summed into y,
+// or added to what y holds when a row is computed in segments.
+template <int R, int T>
+inline void store_tile(const __m512 (&acc)[R][T], float* y, size_t y_stride, bool accumulate) {
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      const float v = _mm512_reduce_add_ps(acc[r][t]);
+      y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + v : v;
+    }
+}
+
 // ---- q4_0: four blocks (72 bytes) per step, regrouped with vpermi2b ----
 //
 // A step loads bytes 0..63 and 8..71 of four consecutive blocks (no byte past
@@ -266,11 +277,7 @@ struct Q4_0Kernel {
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        const float v = _mm512_reduce_add_ps(acc[r][t]);
-        y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + v : v;
-      }
+    store_tile<R, T>(acc, y, y_stride, accumulate);
   }
 };
 
@@ -355,11 +362,7 @@ struct Q8_0Kernel {
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        const float v = _mm512_reduce_add_ps(acc[r][t]);
-        y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + v : v;
-      }
+    store_tile<R, T>(acc, y, y_stride, accumulate);
   }
 };
 
@@ -456,11 +459,7 @@ struct Q4_KKernel {
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        const float v = _mm512_reduce_add_ps(acc[r][t]);
-        y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + v : v;
-      }
+    store_tile<R, T>(acc, y, y_stride, accumulate);
   }
 };
 
@@ -543,11 +542,7 @@ struct Q6_KKernel {
         }
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) {
-        const float v = _mm512_reduce_add_ps(acc[r][t]);
-        y[t * y_stride + r] = accumulate ? y[t * y_stride + r] + v : v;
-      }
+    store_tile<R, T>(acc, y, y_stride, accumulate);
   }
 };
 

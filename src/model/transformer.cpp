@@ -152,7 +152,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
               "position %d is outside the context (%d tokens)", b.pos, kv.n_ctx());
     CLB_CHECK(b.seq >= 0 && b.seq < kv.n_seq(), "sequence %d does not exist", b.seq);
     // Embedding lookup: the row in its stored type, dequantized.
-    dequantize_row(w_.token_embd.type, w_.token_embd.row(b.token), x_.data() + t * E, E);
+    dequantize_matrix_row(w_.token_embd, b.token, x_.data() + t * E);
     // Rotation angles of this position: theta_i = pos * base^(-2i / n_rot).
     const int half = cfg_.n_rot / 2;
     const float theta_scale = std::pow(cfg_.rope_base, -2.0f / cfg_.n_rot);

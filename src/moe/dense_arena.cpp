@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "formats/gguf.h"
 #include "model/weights.h"
+#include "tensor/ops.h"
 
 namespace colibri {
 
@@ -106,7 +107,14 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w) {
       posix_fadvise(fd, static_cast<off_t>(r.offset + done), n, POSIX_FADV_DONTNEED);
       done += static_cast<size_t>(n);
     }
-    for (TensorView* v : r.views) v->data = dst;
+    // Matrices the kernels read packed are packed now, once (tensor/ops.h).
+    const TensorView& v0 = *r.views.front();
+    const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());
+    if (pack) pack_rows(v0.type, dst, v0.n_rows(), v0.ne[0]);
+    for (TensorView* v : r.views) {
+      v->data = dst;
+      v->packed = pack;
+    }
     at += (r.bytes + kAlign - 1) / kAlign * kAlign;
   }
   return a;

@@ -3,7 +3,9 @@
 // Every view of ModelWeights but the expert stacks is read with pread into one
 // arena and re-pointed there; the file ranges are then dropped from the page
 // cache. After this nothing dense is read through the mapping, so the page
-// cache holds no second copy the budget does not count.
+// cache holds no second copy the budget does not count. Matrices of a type
+// the kernels read packed (tensor/ops.h packs) are packed in place as they
+// arrive.
 #pragma once
 
 #include <cstddef>

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/sys.h"
 #include "moe/history.h"
+#include "tensor/ops.h"
 
 namespace colibri {
 
@@ -172,6 +173,15 @@ void StreamingExpertStore::check_file() const {
 
 void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
   auto* self = static_cast<StreamingExpertStore*>(ctx);
+  if (!error) {
+    // Pack the part for the kernels here, on the I/O thread, outside the
+    // lock: its view was set before the read was submitted and stays until
+    // the slot is ready.
+    const size_t i = static_cast<size_t>(&op - self->ops_.data());
+    const ExpertWeights& w = self->slots_[op.tag].w;
+    const TensorView& v = i % kParts == 0 ? w.gate : i % kParts == 1 ? w.up : w.down;
+    if (v.packed) pack_rows(v.type, const_cast<uint8_t*>(v.data), v.n_rows(), v.ne[0]);
+  }
   std::lock_guard<std::mutex> lock(self->mu_);
   Slot& s = self->slots_[op.tag];
   if (error && !s.failed) {
@@ -229,6 +239,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch) {
     op.tag = slot;
     op.dst = base + at;
     *views[p] = parts[p].stack->slab(expert);
+    views[p]->packed = packs(views[p]->type, views[p]->n_rows());
     if (direct_fd_ >= 0) {
       const uint64_t a0 = off / kPage * kPage, a1 = round_up(off + len, kPage);
       op.fd = direct_fd_;

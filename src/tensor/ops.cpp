@@ -3,6 +3,8 @@
 #include "tensor/ops.h"
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "tensor/half.h"
@@ -32,7 +34,80 @@ bool dequantizes_rows(const TensorView& w, Precision p) {
   return p == Precision::kReference && w.type != DType::F32;
 }
 
+// Products of a type with a packed kernel: packed views are read as they
+// are; plain ones are packed a group at a time into a per-thread buffer
+// (grown once), so both give the packed kernel's values.
+void packed_product(const KernelTable& k, const TensorView& w, const uint8_t* x, size_t x_stride,
+                    int64_t n_tok, float* y, size_t y_stride, int64_t r0, int64_t r1) {
+  const TypeTraits& tt = type_traits(w.type);
+  const PackedTileFn f = k.packed[slot(w.type)] ? k.packed[slot(w.type)] : tt.packed_ref;
+  CLB_ASSERT(f != nullptr);
+  const int64_t n = w.ne[0];
+  const size_t group_bytes = kPackRows * w.row_stride();
+  if (w.packed) {
+    CLB_ASSERT(r0 % kPackRows == 0 && r1 % kPackRows == 0);
+    if (r1 > r0)
+      f(w.data + (r0 / kPackRows) * group_bytes, (r1 - r0) / kPackRows, x, x_stride, n_tok, n, y,
+        y_stride);
+    return;
+  }
+  thread_local std::vector<uint8_t> group;
+  thread_local std::vector<float> part;
+  if (group.size() < group_bytes) group.resize(group_bytes);
+  for (int64_t r = r0; r < r1; r += kPackRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kPackRows, r1 - r));
+    tt.pack_group(w.row(r), w.row_stride(), rows, group.data(), n);
+    if (rows == kPackRows) {
+      f(group.data(), 1, x, x_stride, n_tok, n, y + (r - r0), y_stride);
+      continue;
+    }
+    if (part.size() < static_cast<size_t>(n_tok) * kPackRows)
+      part.resize(static_cast<size_t>(n_tok) * kPackRows);
+    f(group.data(), 1, x, x_stride, n_tok, n, part.data(), kPackRows);
+    for (int64_t t = 0; t < n_tok; ++t)
+      std::memcpy(y + t * y_stride + (r - r0), part.data() + t * kPackRows, sizeof(float) * rows);
+  }
+}
+
+bool uses_packed(const KernelTable& k, const TensorView& w) {
+  return w.packed || k.packed[slot(w.type)] != nullptr;
+}
+
 }  // namespace
+
+bool packs(DType t, int64_t n_rows) {
+  return n_rows % kPackRows == 0 && active_kernel_table().packed[slot(t)] != nullptr &&
+         type_traits(t).pack_group != nullptr;
+}
+
+void pack_rows(DType t, uint8_t* data, int64_t n_rows, int64_t n) {
+  CLB_ASSERT(n_rows % kPackRows == 0);
+  const PackGroupFn pack = type_traits(t).pack_group;
+  CLB_ASSERT(pack != nullptr);
+  const size_t stride = row_bytes(t, n), group_bytes = kPackRows * stride;
+  thread_local std::vector<uint8_t> plain;  // grown once per thread
+  if (plain.size() < group_bytes) plain.resize(group_bytes);
+  for (int64_t r = 0; r < n_rows; r += kPackRows) {
+    uint8_t* g = data + (r / kPackRows) * group_bytes;
+    std::memcpy(plain.data(), g, group_bytes);
+    pack(plain.data(), stride, kPackRows, g, n);
+  }
+}
+
+void dequantize_matrix_row(const TensorView& w, int64_t r, float* dst) {
+  CLB_ASSERT(r >= 0 && r < w.n_rows());
+  const int64_t n = w.ne[0];
+  const TypeTraits& tt = type_traits(w.type);
+  if (!w.packed) {
+    tt.dequantize(w.row(r), dst, n);
+    return;
+  }
+  thread_local std::vector<uint8_t> plain;
+  if (plain.size() < w.row_stride()) plain.resize(w.row_stride());
+  tt.unpack_row(w.data + (r / kPackRows) * kPackRows * w.row_stride(), static_cast<int>(r % kPackRows),
+                plain.data(), n);
+  tt.dequantize(plain.data(), dst, n);
+}
 
 void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int64_t r0, int64_t r1,
                  float* scratch) {
@@ -40,12 +115,15 @@ void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int
   const KernelTable& k = active_kernel_table();
   const int64_t n = w.ne[0];
   if (dequantizes_rows(w, p)) {
-    const DequantizeFn dequantize = type_traits(w.type).dequantize;
     const DotFn dot = k.dot[slot(DType::F32)];
     for (int64_t r = r0; r < r1; ++r) {
-      dequantize(w.row(r), scratch, n);
+      dequantize_matrix_row(w, r, scratch);
       y[r - r0] = dot(scratch, xq, n);
     }
+    return;
+  }
+  if (uses_packed(k, w)) {
+    packed_product(k, w, static_cast<const uint8_t*>(xq), 0, 1, y, 0, r0, r1);
     return;
   }
   // A tile kernel streams several rows at once (more loads in flight) and
@@ -66,12 +144,15 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
   const KernelTable& k = active_kernel_table();
   const int64_t n = w.ne[0];
   const auto* x = static_cast<const uint8_t*>(xq);
+  if (uses_packed(k, w) && !dequantizes_rows(w, p)) {
+    packed_product(k, w, x, xq_stride, n_tok, y, y_stride, r0, r1);
+    return;
+  }
   if (dequantizes_rows(w, p)) {
     // One dequantization per row, reused for every token.
-    const DequantizeFn dequantize = type_traits(w.type).dequantize;
     const DotFn dot = k.dot[slot(DType::F32)];
     for (int64_t r = r0; r < r1; ++r) {
-      dequantize(w.row(r), scratch, n);
+      dequantize_matrix_row(w, r, scratch);
       for (int64_t t = 0; t < n_tok; ++t)
         y[t * y_stride + (r - r0)] = dot(scratch, x + t * xq_stride, n);
     }

@@ -43,6 +43,18 @@ void matvec_rows(const TensorView& w, Precision p, const void* xq, float* y, int
 void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_stride, int64_t n_tok,
                  float* y, size_t y_stride, int64_t r0, int64_t r1, float* scratch);
 
+// Packing (kernels/kernel_table.h): weights of a type the active kernels
+// have a packed form for are interleaved in groups of 16 rows at load, in
+// place, so each group feeds a VNNI kernel directly. Products give the same
+// values whether or not a view was packed. pack_rows needs packs() true and
+// rows a multiple of 16; the view must then say packed = true, and only
+// matvec_rows/matmul_rows may read it (ranges starting on a group).
+bool packs(DType t, int64_t n_rows);
+void pack_rows(DType t, uint8_t* data, int64_t n_rows, int64_t n);
+
+// Row r of a matrix view (packed or not) as F32 (an embedding lookup).
+void dequantize_matrix_row(const TensorView& w, int64_t r, float* dst);
+
 // One query head's attention over n_pos cached positions (F32, strides in
 // floats): out[0..head_dim_v) = softmax_p(scale * q . k_p) weighted sum of v_p.
 // `scores` is scratch for n_pos floats.

@@ -15,6 +15,9 @@ struct TensorView {
   const uint8_t* data = nullptr;
   DType type = DType::F32;
   int64_t ne[4] = {1, 1, 1, 1};
+  // Rows interleaved in groups of 16 (tensor/ops.h pack_rows): row(i) is then
+  // not a row; only the matrix kernels read such a view.
+  bool packed = false;
 
   int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
   size_t row_stride() const { return row_bytes(type, ne[0]); }

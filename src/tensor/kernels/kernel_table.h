@@ -43,6 +43,21 @@ using AttendBatchFn = void (*)(const float* q, size_t q_stride, int n_q, const i
                                int head_dim, int head_dim_v, float scale, float* scores, float* out,
                                size_t out_stride);
 
+// Weights packed in groups of kPackRows rows (kernels/ref/packed.cpp gives
+// the layout per type). PackGroupFn writes one group from `rows` (<= 16)
+// source rows `src_stride` bytes apart; rows past them are zero and add
+// nothing. PackedTileFn: y[t * y_stride + r] = the dot of row r of n_groups
+// consecutive packed groups (starting at w) with token t's activations, for
+// r < 16 n_groups, t < nt; every (r, t) gets exactly the value it would get
+// alone (the packed arithmetic of kernels/ref/packed.cpp).
+constexpr int kPackRows = 16;
+using PackGroupFn = void (*)(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst,
+                             int64_t n);
+// Row i (< 16) of a packed group back in the plain layout.
+using UnpackRowFn = void (*)(const uint8_t* group, int i, uint8_t* dst, int64_t n);
+using PackedTileFn = void (*)(const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                              size_t x_stride, int64_t nt, int64_t n, float* y, size_t y_stride);
+
 // DType ids are < 31 (ggml numbering, BF16 = 30); entries are indexed by id.
 constexpr int kTypeSlots = 31;
 constexpr int slot(DType t) {
@@ -53,6 +68,10 @@ struct KernelTable {
   DotFn dot[kTypeSlots] = {};            // by weight type
   TileFn tile[kTypeSlots] = {};          // by weight type; null: dot per pair
   QuantizeFn quantize[kTypeSlots] = {};  // by activation type
+  // By weight type: set where an ISA has a packed kernel. Then every product
+  // of that type runs it (weights not packed at load are packed a group at a
+  // time on the way), so results never depend on whether weights were packed.
+  PackedTileFn packed[kTypeSlots] = {};
   AttendFn attend = nullptr;
   AttendBatchFn attend_batch = nullptr;
 };
@@ -62,6 +81,9 @@ struct TypeTraits {
   DequantizeFn dequantize = nullptr;      // scalar reference, exactly ggml's
   DType vec_dot_type = DType::F32;        // activation type under Precision::kNative
   QuantizeFn quantize_weights = nullptr;  // F32 -> this type; null where not written
+  PackGroupFn pack_group = nullptr;       // the packed layout; null: never packed
+  UnpackRowFn unpack_row = nullptr;
+  PackedTileFn packed_ref = nullptr;      // scalar kernel over packed groups
 };
 const TypeTraits& type_traits(DType t);
 
@@ -72,6 +94,7 @@ const KernelTable& ref_kernel_table();
 // compiler can build them; see dispatch.cpp.
 void add_avx2_kernels(KernelTable& t);
 void add_avx512_kernels(KernelTable& t);
+void add_avx512_packed_kernels(KernelTable& t);
 void add_neon_kernels(KernelTable& t);
 
 }  // namespace colibri

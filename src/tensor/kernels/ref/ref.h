@@ -3,6 +3,7 @@
 // ISA kernel is tested against these.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace colibri::ref {
@@ -54,6 +55,17 @@ float dot_q3_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q4_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q5_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q6_K(const void* w, const void* x, int64_t n);  // x: q8_K
+
+// Row-group packing and the scalar kernels over packed groups (packed.cpp,
+// kernel_table.h's PackGroupFn and PackedTileFn).
+void pack_group_q4_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n);
+void pack_group_q8_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n);
+void unpack_row_q4_0(const uint8_t* group, int i, uint8_t* dst, int64_t n);
+void unpack_row_q8_0(const uint8_t* group, int i, uint8_t* dst, int64_t n);
+void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride);
+void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride);
 
 // Attention of one query head over n_pos cached positions (kernel_table.h).
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,

@@ -48,10 +48,16 @@ struct Tables {
   KernelTable ref;
   Tables() {
     for (const TraitsRow& r : kRows) {
-      traits[slot(r.type)] = {r.dequantize, r.vec_dot_type, r.weights};
+      traits[slot(r.type)] = {r.dequantize, r.vec_dot_type, r.weights, nullptr, nullptr, nullptr};
       ref.dot[slot(r.type)] = r.dot;
       ref.quantize[slot(r.type)] = r.from_f32;
     }
+    traits[slot(DType::Q4_0)].pack_group = ref::pack_group_q4_0;
+    traits[slot(DType::Q4_0)].unpack_row = ref::unpack_row_q4_0;
+    traits[slot(DType::Q4_0)].packed_ref = ref::packed_q4_0;
+    traits[slot(DType::Q8_0)].pack_group = ref::pack_group_q8_0;
+    traits[slot(DType::Q8_0)].unpack_row = ref::unpack_row_q8_0;
+    traits[slot(DType::Q8_0)].packed_ref = ref::packed_q8_0;
     ref.attend = ref::attend;
     ref.attend_batch = ref::attend_batch;
   }

@@ -1,0 +1,148 @@
+// Row-group packing and the scalar kernels over packed groups.
+//
+// A packed group holds kPackRows (16) consecutive weight rows, interleaved so
+// that one 64-byte vector carries the same 4 bytes of every row: a VNNI dot
+// instruction then sums 4 products for each of 16 rows at once, with the
+// activations broadcast. Per block b of the group (nb blocks per row):
+//
+//   q4_0: bytes [256 b, 256 b + 256): word k (k < 4) of row i's qs at
+//         64 k + 4 i; then, after all nb blocks, 16 halves (row i's d) per
+//         block at 256 nb + 32 b + 2 i.
+//   q8_0: bytes [512 b, 512 b + 512): word k (k < 8) of row i's qs at
+//         64 k + 4 i, each byte stored as q + 128 (unsigned); then the
+//         scales as for q4_0 at 512 nb + 32 b + 2 i.
+//
+// A group takes exactly the bytes of its 16 rows, so packing happens in place
+// and row ranges that are whole groups keep their offsets.
+//
+// The packed kernels' arithmetic, which the SIMD kernels reproduce bit for
+// bit: per row and token, acc = 0; for each block, isum = the exact integer
+// sum of (q - zero) * x over the block, then acc = fma(float(isum), d_w * d_x,
+// acc).
+#include <cmath>
+#include <cstring>
+
+#include "tensor/half.h"
+#include "tensor/kernels/ref/ref.h"
+#include "tensor/quant_blocks.h"
+
+namespace colibri::ref {
+
+namespace {
+
+constexpr int kRows = 16;
+
+// Writes word k of each of `rows` source rows' block b (the rest zero), a
+// 32-bit word at a time (packing runs on every expert load).
+template <int kWords, size_t kBlockBytes, size_t kQsOffset>
+void pack_group(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n,
+                uint32_t flip) {
+  const int64_t nb = n / kQK;
+  uint8_t* scales = dst + nb * kWords * 64;
+  for (int i = 0; i < kRows; ++i) {
+    const uint8_t* row = src + i * src_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = dst + b * kWords * 64 + 4 * i;
+      if (i >= rows) {  // zero quants and zero scales: the row adds nothing
+        for (int k = 0; k < kWords; ++k) std::memcpy(out + 64 * k, &flip, 4);
+        std::memset(scales + 32 * b + 2 * i, 0, 2);
+        continue;
+      }
+      const uint8_t* blk = row + b * kBlockBytes;
+      std::memcpy(scales + 32 * b + 2 * i, blk, 2);
+      for (int k = 0; k < kWords; ++k) {
+        uint32_t v;
+        std::memcpy(&v, blk + kQsOffset + 4 * k, 4);
+        v ^= flip;
+        std::memcpy(out + 64 * k, &v, 4);
+      }
+    }
+  }
+}
+
+// The inverse of pack_group for row i of a group.
+template <int kWords, size_t kBlockBytes, size_t kQsOffset>
+void unpack_row(const uint8_t* group, int i, uint8_t* dst, int64_t n, uint8_t flip) {  // flip: per byte
+  const int64_t nb = n / kQK;
+  const uint8_t* scales = group + nb * kWords * 64;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* blk = dst + b * kBlockBytes;
+    std::memcpy(blk, scales + 32 * b + 2 * i, 2);
+    for (int k = 0; k < kWords; ++k)
+      for (int j = 0; j < 4; ++j)
+        blk[kQsOffset + 4 * k + j] = group[b * kWords * 64 + 64 * k + 4 * i + j] ^ flip;
+  }
+}
+
+}  // namespace
+
+void unpack_row_q4_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
+  unpack_row<4, sizeof(block_q4_0), 2>(group, i, dst, n, 0);
+}
+
+void unpack_row_q8_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
+  unpack_row<8, sizeof(block_q8_0), 2>(group, i, dst, n, 0x80);
+}
+
+void pack_group_q4_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  pack_group<4, sizeof(block_q4_0), 2>(src, src_stride, rows, dst, n, 0u);
+}
+
+void pack_group_q8_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  pack_group<8, sizeof(block_q8_0), 2>(src, src_stride, rows, dst, n, 0x80808080u);
+}
+
+void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride) {
+  const int64_t nb = n / kQK;
+  const size_t group_bytes = static_cast<size_t>(nb) * 288;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* gw = w + g * group_bytes;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride);
+      for (int i = 0; i < kRows; ++i) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          int32_t isum = 0;
+          for (int k = 0; k < 4; ++k)
+            for (int j = 0; j < 4; ++j) {
+              const uint8_t q = gw[b * 256 + 64 * k + 4 * i + j];
+              isum += ((q & 0x0F) - 8) * xb[b].qs[4 * k + j];
+              isum += ((q >> 4) - 8) * xb[b].qs[16 + 4 * k + j];
+            }
+          uint16_t dw;
+          std::memcpy(&dw, gw + nb * 256 + 32 * b + 2 * i, 2);
+          acc = std::fma(static_cast<float>(isum), half_to_float(dw) * half_to_float(xb[b].d), acc);
+        }
+        y[t * y_stride + g * kRows + i] = acc;
+      }
+    }
+  }
+}
+
+void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride) {
+  const int64_t nb = n / kQK;
+  const size_t group_bytes = static_cast<size_t>(nb) * 544;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* gw = w + g * group_bytes;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride);
+      for (int i = 0; i < kRows; ++i) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          int32_t isum = 0;
+          for (int k = 0; k < 8; ++k)
+            for (int j = 0; j < 4; ++j)
+              isum += (gw[b * 512 + 64 * k + 4 * i + j] - 128) * xb[b].qs[4 * k + j];
+          uint16_t dw;
+          std::memcpy(&dw, gw + nb * 512 + 32 * b + 2 * i, 2);
+          acc = std::fma(static_cast<float>(isum), half_to_float(dw) * half_to_float(xb[b].d), acc);
+        }
+        y[t * y_stride + g * kRows + i] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace colibri::ref

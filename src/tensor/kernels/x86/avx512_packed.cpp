@@ -1,0 +1,150 @@
+// AVX-512 VNNI kernels over packed row groups (kernels/ref/packed.cpp has the
+// layout and the arithmetic, which these reproduce bit for bit).
+//
+// Lane i of every vector is row i of the group. Per block, each 64-byte word
+// vector meets one broadcast 4-byte word of the token's activations in one
+// vpdpbusd, so a block of 16 rows x 32 elements is 8 vpdpbusd per token (the
+// weights are the unsigned operand: q4_0 nibbles as they are, q8_0 stored as
+// q + 128), and the lane's integer sum starts at -zero * sum(x) to undo the
+// offset. Two chains of four keep the dependency short; integer sums are
+// exact in any order. Then one conversion and one fma per block and token,
+// and no horizontal sum at the end: the 16 lanes are the 16 outputs.
+//
+// Loop order: 64-token blocks, then groups, then 8-token tiles, so a group's
+// weights (16 rows, 18 KB at n = 2048 for q4_0) stay in L1 while every tile of
+// the token block reads them, and a token block's activations stay in L2.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "tensor/kernels/kernel_table.h"
+#include "tensor/quant_blocks.h"
+
+namespace colibri {
+namespace {
+
+constexpr int kTileTokens = 8;
+constexpr int64_t kTokenBlock = 64;
+
+// Per token and block: -zero * sum(x) and d_x.
+struct XPrep {
+  int32_t corr;
+  float d;
+};
+
+inline int32_t load_word(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Q4: 4 word vectors per block, each giving low nibbles (elements 4k..4k+3)
+// and high nibbles (16 + 4k..); Q8: 8 word vectors, elements 4k..4k+3.
+template <bool kQ4>
+struct Packed {
+  static constexpr int kVecs = kQ4 ? 4 : 8;
+  static constexpr size_t kQsBytes = 64 * kVecs;  // per block
+  static constexpr int32_t kZero = kQ4 ? 8 : 128;
+
+  template <int T>
+  static void tile(const uint8_t* g, int64_t nb, const block_q8_0* const* xb,
+                   const XPrep* const* xp, float* y, size_t y_stride) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const uint8_t* scales = g + nb * kQsBytes;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = g + b * kQsBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(q) + 2048, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(q) + 2048 + 64, _MM_HINT_T0);
+      __m512i w[8];
+      if constexpr (kQ4) {
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = _mm512_loadu_si512(q + 64 * k);
+          w[k] = _mm512_and_si512(v, m4);
+          w[4 + k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+      } else {
+        for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(q + 64 * k);
+      }
+      const __m512 dw = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * b)));
+      for (int t = 0; t < T; ++t) {
+        const int8_t* x = xb[t][b].qs;
+        // Word j of the activations pairs with w[j] (q4: 0..3 low nibbles =
+        // elements 0..15, 4..7 high = 16..31; q8: elements 4j..4j+3).
+        __m512i s0 = _mm512_set1_epi32(xp[t][b].corr), s1 = _mm512_setzero_si512();
+        s0 = _mm512_dpbusd_epi32(s0, w[0], _mm512_set1_epi32(load_word(x + 0)));
+        s1 = _mm512_dpbusd_epi32(s1, w[1], _mm512_set1_epi32(load_word(x + 4)));
+        s0 = _mm512_dpbusd_epi32(s0, w[2], _mm512_set1_epi32(load_word(x + 8)));
+        s1 = _mm512_dpbusd_epi32(s1, w[3], _mm512_set1_epi32(load_word(x + 12)));
+        s0 = _mm512_dpbusd_epi32(s0, w[4], _mm512_set1_epi32(load_word(x + 16)));
+        s1 = _mm512_dpbusd_epi32(s1, w[5], _mm512_set1_epi32(load_word(x + 20)));
+        s0 = _mm512_dpbusd_epi32(s0, w[6], _mm512_set1_epi32(load_word(x + 24)));
+        s1 = _mm512_dpbusd_epi32(s1, w[7], _mm512_set1_epi32(load_word(x + 28)));
+        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xp[t][b].d));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), d, acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  }
+
+  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_0* const*, const XPrep* const*,
+                          float*, size_t);
+  template <int... Ts>
+  static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
+    struct Tiles {
+      TileFn f[kTileTokens];
+    };
+    return Tiles{{&tile<Ts + 1>...}};
+  }
+
+  static void run(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride,
+                  int64_t nt, int64_t n, float* y, size_t y_stride) {
+    static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTileTokens>{});
+    const int64_t nb = n / kQK;
+    const size_t group_bytes = static_cast<size_t>(nb) * (kQsBytes + 32);
+    // Grows to the largest call, then is reused: no allocation per token.
+    thread_local std::vector<XPrep> prep;
+    const int64_t tb = std::min(nt, kTokenBlock);
+    if (prep.size() < static_cast<size_t>(tb * nb)) prep.resize(static_cast<size_t>(tb * nb));
+    for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
+      const int64_t tn = std::min(kTokenBlock, nt - t0);
+      for (int64_t t = 0; t < tn; ++t) {
+        const auto* xr = reinterpret_cast<const block_q8_0*>(x + (t0 + t) * x_stride);
+        for (int64_t b = 0; b < nb; ++b) {
+          int32_t s = 0;
+          for (int j = 0; j < kQK; ++j) s += xr[b].qs[j];
+          prep[t * nb + b] = {-kZero * s, _cvtsh_ss(xr[b].d)};
+        }
+      }
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        const uint8_t* g = w + gi * group_bytes;
+        for (int64_t t = 0; t < tn; t += kTileTokens) {
+          const int m = static_cast<int>(std::min<int64_t>(kTileTokens, tn - t));
+          const block_q8_0* xb[kTileTokens];
+          const XPrep* xp[kTileTokens];
+          for (int k = 0; k < m; ++k) {
+            xb[k] = reinterpret_cast<const block_q8_0*>(x + (t0 + t + k) * x_stride);
+            xp[k] = prep.data() + (t + k) * nb;
+          }
+          kTiles.f[m - 1](g, nb, xb, xp, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void add_avx512_packed_kernels(KernelTable& t) {
+  t.packed[slot(DType::Q4_0)] = Packed<true>::run;
+  t.packed[slot(DType::Q8_0)] = Packed<false>::run;
+}
+
+}  // namespace colibri

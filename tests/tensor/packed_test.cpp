@@ -1,0 +1,191 @@
+// Packed row groups (kernels/ref/packed.cpp): the layout round-trips, the
+// scalar packed kernels agree with the plain reference dot, every ISA's packed
+// kernel equals the scalar packed kernel bit for bit, and products through
+// ops.h give the same bits whether the weights were packed or not, for
+// matvec and matmul, any token count and row ranges on group boundaries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tensor/kernels/dispatch.h"
+#include "tensor/kernels/ref/ref.h"
+#include "tensor_test_util.h"
+
+namespace colibri {
+namespace {
+
+constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q8_0};
+
+struct Case {
+  std::vector<uint8_t> w;  // n_rows plain rows
+  std::vector<uint8_t> xq; // n_tok activation rows, xs bytes apart
+  size_t xs = 0;
+};
+
+Case make_case(DType t, int64_t n, int64_t n_rows, int64_t n_tok, std::mt19937& rng,
+               testing::Scales s = testing::Scales::kTypical, bool all_max = false) {
+  Case c;
+  c.w = testing::random_weights(t, n * n_rows, rng, s, all_max);
+  c.xs = activation_bytes(t, Precision::kNative, n) + 32;
+  c.xq.resize(c.xs * n_tok);
+  for (int64_t k = 0; k < n_tok; ++k) {
+    auto x = testing::random_activations(n, rng);
+    if (all_max)
+      for (float& v : x) v = 127.0f;  // every activation quant at +127
+    quantize_activation(t, Precision::kNative, x.data(), c.xq.data() + k * c.xs, n);
+  }
+  return c;
+}
+
+TensorView view_of(DType t, const uint8_t* data, int64_t n, int64_t n_rows, bool packed) {
+  TensorView v;
+  v.data = data;
+  v.type = t;
+  v.ne[0] = n;
+  v.ne[1] = n_rows;
+  v.packed = packed;
+  return v;
+}
+
+TEST(Packed, LayoutRoundTrips) {
+  std::mt19937 rng(5);
+  for (DType t : kPackedTypes) {
+    const TypeTraits& tt = type_traits(t);
+    for (int64_t n : {32, 96, 2048}) {
+      for (int rows : {16, 5}) {  // a whole group and a partial one
+        const auto w = testing::random_weights(t, n * rows, rng);
+        const size_t rb = row_bytes(t, n);
+        std::vector<uint8_t> group(16 * rb, 0xAB), back(rb);
+        tt.pack_group(w.data(), rb, rows, group.data(), n);
+        for (int i = 0; i < 16; ++i) {
+          tt.unpack_row(group.data(), i, back.data(), n);
+          if (i < rows) {
+            ASSERT_EQ(0, std::memcmp(back.data(), w.data() + i * rb, rb)) << dtype_name(t) << " row " << i;
+          } else {  // padding rows read as zeros: scale 0, so they add nothing
+            std::vector<float> f(n);
+            dequantize_row(t, back.data(), f.data(), n);
+            for (float v : f) ASSERT_EQ(v, 0.0f);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The scalar packed kernel against the plain scalar dot (ggml's arithmetic,
+// another summation order): equal up to float rounding of the block sums.
+TEST(Packed, ScalarKernelMatchesReferenceDot) {
+  std::mt19937 rng(7);
+  for (DType t : kPackedTypes)
+    for (int64_t n : {32, 256, 2048})
+      for (testing::Scales s : {testing::Scales::kTypical, testing::Scales::kLarge}) {
+        const int64_t n_rows = 32, n_tok = 3;
+        Case c = make_case(t, n, n_rows, n_tok, rng, s);
+        std::vector<uint8_t> packed = c.w;
+        pack_rows(t, packed.data(), n_rows, n);
+        std::vector<float> y(n_tok * n_rows);
+        type_traits(t).packed_ref(packed.data(), n_rows / 16, c.xq.data(), c.xs, n_tok, n, y.data(),
+                                  n_rows);
+        const DotFn dot = ref_kernel_table().dot[slot(t)];
+        for (int64_t k = 0; k < n_tok; ++k)
+          for (int64_t r = 0; r < n_rows; ++r) {
+            const uint8_t* row = c.w.data() + r * row_bytes(t, n);
+            const float want = dot(row, c.xq.data() + k * c.xs, n);
+            // Bound: a few ulps of the sum of |block terms|, via |w| . |x|.
+            std::vector<float> wf(n), xf(n);
+            dequantize_row(t, row, wf.data(), n);
+            dequantize_row(DType::Q8_0, c.xq.data() + k * c.xs, xf.data(), n);
+            double mag = 0;
+            for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+            EXPECT_NEAR(y[k * n_rows + r], want, 1e-5 * mag + 1e-30)
+                << dtype_name(t) << " n " << n << " tok " << k << " row " << r;
+          }
+      }
+}
+
+// Every ISA's packed kernel gives the scalar packed kernel's bits, on random
+// and on extreme blocks (every quant and activation at its maximum).
+TEST(Packed, IsaKernelsEqualScalarBitForBit) {
+  std::mt19937 rng(11);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    if (!isa_supported(isa)) continue;
+    for (DType t : kPackedTypes) {
+      const PackedTileFn f = kernel_table(isa).packed[slot(t)];
+      if (!f) continue;
+      for (int64_t n : {32, 160, 2048})
+        for (int64_t n_tok : {1, 3, 8, 9, 17, 70})
+          for (bool all_max : {false, true}) {
+            const int64_t n_rows = 48;
+            Case c = make_case(t, n, n_rows, n_tok, rng, testing::Scales::kTypical, all_max);
+            pack_rows(t, c.w.data(), n_rows, n);
+            const size_t ys = n_rows + 3;
+            std::vector<float> got(ys * n_tok, -1.0f), want(ys * n_tok, -1.0f);
+            f(c.w.data(), n_rows / 16, c.xq.data(), c.xs, n_tok, n, got.data(), ys);
+            type_traits(t).packed_ref(c.w.data(), n_rows / 16, c.xq.data(), c.xs, n_tok, n,
+                                      want.data(), ys);
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+                  << isa_name(isa) << " " << dtype_name(t) << " n " << n << " tokens " << n_tok
+                  << " at " << i;
+          }
+    }
+  }
+}
+
+// Through ops.h: where the ISA has a packed kernel, a packed view and a plain
+// one of the same rows give the same bits (the plain one is packed a group at
+// a time on the way); on every ISA matmul equals matvec per token on a packed
+// view, and a packed embedding row dequantizes as the plain one.
+TEST(Packed, PackedAndPlainViewsGiveTheSameBits) {
+  std::mt19937 rng(13);
+  const Isa saved = active_isa();
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    set_kernel_isa(isa);
+    for (DType t : kPackedTypes) {
+      const int64_t n = 320, n_rows = 64;
+      for (int64_t n_tok : {1, 6, 19}) {
+        Case c = make_case(t, n, n_rows, n_tok, rng);
+        std::vector<uint8_t> packed = c.w;
+        pack_rows(t, packed.data(), n_rows, n);
+        const TensorView plain = view_of(t, c.w.data(), n, n_rows, false);
+        const TensorView pk = view_of(t, packed.data(), n, n_rows, true);
+        const int64_t r0 = 16, r1 = 48;
+        std::vector<float> a(n_tok * (r1 - r0)), b(n_tok * (r1 - r0)), v(r1 - r0), scratch(n);
+        matmul_rows(plain, Precision::kNative, c.xq.data(), c.xs, n_tok, a.data(), r1 - r0, r0, r1,
+                    scratch.data());
+        matmul_rows(pk, Precision::kNative, c.xq.data(), c.xs, n_tok, b.data(), r1 - r0, r0, r1,
+                    scratch.data());
+        const bool has_packed = kernel_table(isa).packed[slot(t)] != nullptr;
+        for (int64_t k = 0; k < n_tok; ++k) {
+          matvec_rows(pk, Precision::kNative, c.xq.data() + k * c.xs, v.data(), r0, r1, scratch.data());
+          for (int64_t r = 0; r < r1 - r0; ++r) {
+            if (has_packed) {
+              ASSERT_EQ(f32_bits(a[k * (r1 - r0) + r]), f32_bits(b[k * (r1 - r0) + r]))
+                  << isa_name(isa) << " " << dtype_name(t) << " tok " << k << " row " << r;
+            }
+            ASSERT_EQ(f32_bits(v[r]), f32_bits(b[k * (r1 - r0) + r]));
+          }
+        }
+        std::vector<float> e1(n), e2(n);
+        for (int64_t r : {0, 17, 63}) {
+          dequantize_matrix_row(plain, r, e1.data());
+          dequantize_matrix_row(pk, r, e2.data());
+          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(e1[i], e2[i]);
+        }
+        // The reference precision reads packed rows back too.
+        std::vector<float> ref_plain(r1 - r0), ref_pk(r1 - r0);
+        std::vector<float> x = testing::random_activations(n, rng);
+        matvec_rows(plain, Precision::kReference, x.data(), ref_plain.data(), r0, r1, scratch.data());
+        matvec_rows(pk, Precision::kReference, x.data(), ref_pk.data(), r0, r1, scratch.data());
+        for (int64_t r = 0; r < r1 - r0; ++r) ASSERT_EQ(ref_plain[r], ref_pk[r]);
+      }
+    }
+  }
+  set_kernel_isa(saved);
+}
+
+}  // namespace
+}  // namespace colibri

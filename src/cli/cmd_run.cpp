@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/sys.h"
 #include "base/utf8.h"
 #include "cli/commands.h"
 #include "engine/generate.h"
@@ -33,7 +34,10 @@ void print_routing(const Engine& e, int32_t token, const RoutingTrace& t) {
 
 int run(RunArgs& a) {
   if (a.greedy) a.gen.sampling.temperature = 0;
+  const double t_start = now_seconds();
   Engine engine(a.engine);
+  const double load_s = now_seconds() - t_start;
+  double first_token_s = 0;
   a.gen.trace_routing = a.verbose && engine.config().is_moe();
   const Plan& plan = engine.plan();
   std::fprintf(stderr, "memory budget %s (%s): dense %s resident, %s\n", format_size(plan.budget).c_str(),
@@ -46,6 +50,7 @@ int run(RunArgs& a) {
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
   GenerateResult r = generate(engine, a.prompt, a.gen, [&](const GenerateStep& s) {
+    if (first_token_s == 0 && s.token >= 0) first_token_s = now_seconds() - t_start;
     std::fwrite(s.text.data(), 1, s.text.size(), stdout);
     std::fflush(stdout);
     if (s.routing) print_routing(engine, s.token, *s.routing);
@@ -53,6 +58,7 @@ int run(RunArgs& a) {
   });
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  std::fprintf(stderr, "load %.2f s, first token %.2f s after start\n", load_s, first_token_s);
   std::fprintf(stderr, "%s\n", format_summary(r, engine.stats()).c_str());
   return 0;
 }

@@ -34,6 +34,7 @@ struct LinearOut {
   const TensorView* w;
   float* y;         // (n, y_stride)
   size_t y_stride;
+  const uint8_t* xq = nullptr;  // its own quantized input; null: the shared one
 };
 
 // Whether the matrices read the same input in the same quantized form, so one
@@ -48,11 +49,10 @@ bool share_input(std::span<const LinearOut> outs, Precision p) {
 // y_i = w_i . x for every matrix in `outs` (all with share_input): x is
 // quantized once into xq, and the threads split the matrices' rows together,
 // so the k small products of a decode step cost one hand-off instead of k.
-void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, const float* x, size_t x_stride,
-                   int n, uint8_t* xq, size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
-  const TensorView& w0 = *outs[0].w;
-  const int64_t n_in = w0.ne[0];
-  for (int t = 0; t < n; ++t) quantize_activation(w0.type, p, x + t * x_stride, xq + t * xq_row_bytes, n_in);
+// The products of `outs` (inputs already quantized: each output's own xq, or
+// the shared `xq`) as one parallel job.
+void run_products(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, int n, const uint8_t* xq,
+                  size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
   int64_t n_rows = 0;
   size_t bytes = 0;
   for (const LinearOut& o : outs) {
@@ -69,13 +69,25 @@ void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> out
       const int64_t r0 = std::max(b, first) - first, r1 = std::min(e, first + o.w->ne[1]) - first;
       first += o.w->ne[1];
       if (r0 >= r1) continue;
+      const uint8_t* in = o.xq ? o.xq : xq;
       if (n == 1)
-        matvec_rows(*o.w, p, xq, o.y + r0, r0, r1, scratch);
+        matvec_rows(*o.w, p, in, o.y + r0, r0, r1, scratch);
       else
-        matmul_rows(*o.w, p, xq, xq_row_bytes, n, o.y + r0, o.y_stride, r0, r1, scratch);
+        matmul_rows(*o.w, p, in, xq_row_bytes, n, o.y + r0, o.y_stride, r0, r1, scratch);
     }
   });
 }
+
+void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, const float* x, size_t x_stride,
+                   int n, uint8_t* xq, size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
+  const TensorView& w0 = *outs[0].w;
+  const int64_t n_in = w0.ne[0];
+  for (int t = 0; t < n; ++t) quantize_activation(w0.type, p, x + t * x_stride, xq + t * xq_row_bytes, n_in);
+  run_products(pool, p, outs, n, xq, xq_row_bytes, row_scratch, scratch_stride);
+}
+
+// The most experts moe_decode runs in one job (a bound for its stack arrays).
+constexpr int kMaxHeldExperts = 64;
 
 }  // namespace
 
@@ -93,8 +105,9 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   k_.resize(B * cfg.n_embd_k());
   v_.resize(B * cfg.n_embd_v());
   att_.resize(B * cfg.n_head * cfg.head_dim_v);
-  gate_.resize(B * n_ff_max_);
-  up_.resize(B * n_ff_max_);
+  const size_t BK = std::max<size_t>(B, k);
+  gate_.resize(BK * n_ff_max_);
+  up_.resize(BK * n_ff_max_);
   out_.resize(B * cfg.n_embd);
   moe_.resize(B * k * cfg.n_embd);
   router_.resize(B * std::max(cfg.n_expert, 1));
@@ -108,7 +121,8 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   group_rank_.resize(B * k);
   group_count_.resize(std::max(cfg.n_expert, 1));
   distinct_.resize(std::max(cfg.n_expert, 1));
-  gx_.resize(B * cfg.n_embd);
+  gx_.resize(std::max<size_t>(B, k) * cfg.n_embd);
+  held_.resize(std::max(cfg.n_expert, 1));
   usage_.assign(static_cast<size_t>(cfg.n_layer) * std::max(cfg.n_expert, 1), 0);
   if (store.wants_prediction() && cfg.is_moe())
     predictor_ = std::make_unique<ExpertPredictor>(cfg.n_embd, cfg.n_expert, cfg.n_expert_used,
@@ -121,7 +135,7 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K})
     xq_row_bytes_ = std::max(xq_row_bytes_, activation_bytes(t, precision, 256 * ((max_in + 255) / 256)));
   xq_row_bytes_ = (xq_row_bytes_ + 63) / 64 * 64;
-  xq_.resize(B * xq_row_bytes_);
+  xq_.resize(std::max<size_t>(B, k) * xq_row_bytes_);
   row_scratch_.resize(static_cast<size_t>(pool.n_threads()) * (max_in + 256));
 }
 
@@ -313,6 +327,51 @@ void Transformer::ffn_block(int l, int n, RoutingTrace* trace) {
     dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, h_.data(), n, out_.data());
 }
 
+void Transformer::moe_decode(int l, int n_distinct) {
+  const int E = cfg_.n_embd, K = cfg_.n_expert_used;
+  const size_t scratch_stride = row_scratch_.size() / pool_.n_threads();
+  const int hold = std::max(1, std::min(n_distinct, store_.max_held()));
+  LinearOut outs[2 * kMaxHeldExperts];
+  for (int i0 = 0; i0 < n_distinct; i0 += std::min(hold, kMaxHeldExperts)) {
+    const int m = std::min({hold, kMaxHeldExperts, n_distinct - i0});
+    for (int j = 0; j < m; ++j) held_[j] = store_.acquire(l, distinct_[i0 + j]);
+    const int F = static_cast<int>(held_[0].gate.ne[1]);
+    for (int j = 0; j < m; ++j) {
+      outs[2 * j] = {&held_[j].gate, gate_.data() + static_cast<size_t>(j) * F, static_cast<size_t>(F)};
+      outs[2 * j + 1] = {&held_[j].up, up_.data() + static_cast<size_t>(j) * F, static_cast<size_t>(F)};
+    }
+    if (share_input(std::span<const LinearOut>(outs, 2 * m), precision_)) {
+      // 1. Every gate and up: one input, one job.
+      linear_shared(pool_, precision_, std::span<const LinearOut>(outs, 2 * m), h_.data(), E, 1, xq_.data(),
+                    xq_row_bytes_, row_scratch_.data(), scratch_stride);
+      for (int64_t i = 0; i < static_cast<int64_t>(m) * F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+      // 2. Every down, each on its own input, one job.
+      bool same_down = true;
+      for (int j = 0; j < m; ++j) {
+        same_down &= held_[j].down.type == held_[0].down.type && held_[j].down.ne[0] == F;
+        outs[j] = {&held_[j].down, gx_.data() + static_cast<size_t>(j) * E, static_cast<size_t>(E),
+                   xq_.data() + static_cast<size_t>(j) * xq_row_bytes_};
+      }
+      CLB_ASSERT(same_down);
+      for (int j = 0; j < m; ++j)
+        quantize_activation(held_[j].down.type, precision_, gate_.data() + static_cast<size_t>(j) * F,
+                            xq_.data() + static_cast<size_t>(j) * xq_row_bytes_, F);
+      run_products(pool_, precision_, std::span<const LinearOut>(outs, m), 1, xq_.data(), xq_row_bytes_,
+                   row_scratch_.data(), scratch_stride);
+    } else {
+      for (int j = 0; j < m; ++j)
+        dense_ffn(held_[j].gate, held_[j].up, held_[j].down, h_.data(), 1, gx_.data() + static_cast<size_t>(j) * E);
+    }
+    for (int j = 0; j < m; ++j) store_.release(l, distinct_[i0 + j]);
+    // Outputs to their rank's slot: the sum below has one fixed order.
+    for (int j = 0; j < m; ++j)
+      for (int r = 0; r < K; ++r)
+        if (sel_[r] == distinct_[i0 + j])
+          std::memcpy(moe_.data() + static_cast<size_t>(r) * E, gx_.data() + static_cast<size_t>(j) * E,
+                      sizeof(float) * E);
+  }
+}
+
 void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   const LayerWeights& L = w_.layers[l];
   const int E = cfg_.n_embd, X = cfg_.n_expert, K = cfg_.n_expert_used;
@@ -344,6 +403,9 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
     if (group_count_[e] > 0) distinct_[n_distinct++] = e;
   store_.prefetch(l, std::span<const int>(distinct_.data(), n_distinct));
 
+  if (n == 1) {
+    moe_decode(l, n_distinct);
+  } else {
   // 2. Each routed expert once for all its tokens. Outputs land in the
   // (token, rank) slot so the sum below has one fixed order, whatever the
   // batch or the order experts arrive in.
@@ -364,6 +426,7 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
     for (int i = 0; i < m; ++i)
       std::memcpy(moe_.data() + (static_cast<size_t>(group_tok_[i]) * K + group_rank_[i]) * E,
                   gx_.data() + i * E, sizeof(float) * E);
+  }
   }
 
   // 3. Weighted sum in rank order.

@@ -70,6 +70,9 @@ class Transformer {
   void dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                  const float* x, int n, float* out);
   void moe_ffn(int l, int n, RoutingTrace* trace);
+  // One token's routed experts, as many at a time as the store can hold:
+  // all their gate/up products in one parallel job, all downs in another.
+  void moe_decode(int l, int n_distinct);
   // y (n rows of w's outputs, stride y_stride) = w . x (n rows, stride x_stride)
   void linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
               size_t y_stride);
@@ -89,8 +92,8 @@ class Transformer {
   AlignedBuffer<float> k_;      // (n_embd_k)
   AlignedBuffer<float> v_;      // (n_embd_v)
   AlignedBuffer<float> att_;    // attention output (n_head * head_dim_v)
-  AlignedBuffer<float> gate_;   // (n_ff_max)
-  AlignedBuffer<float> up_;     // (n_ff_max)
+  AlignedBuffer<float> gate_;   // (n_ff_max), at least k rows
+  AlignedBuffer<float> up_;     // (n_ff_max), at least k rows
   AlignedBuffer<float> out_;    // block output (n_embd)
   AlignedBuffer<float> moe_;    // per (token, rank) expert outputs (k * n_embd)
   AlignedBuffer<float> router_; // router logits (n_expert)
@@ -99,7 +102,7 @@ class Transformer {
   AlignedBuffer<float> selw_;   // (k) per token
   AlignedBuffer<float> scores_; // attention scores per thread (n_ctx)
   AlignedBuffer<float> rope_cos_, rope_sin_;  // (max_batch, n_rot / 2)
-  AlignedBuffer<uint8_t> xq_;   // activations in the kernel's type (max_batch rows)
+  AlignedBuffer<uint8_t> xq_;   // activations in the kernel's type (max(max_batch, k) rows)
   AlignedBuffer<float> row_scratch_;  // per thread (max row length)
   // Tokens grouped by expert in one layer.
   AlignedBuffer<int32_t> group_tok_;   // (max_batch * k)
@@ -107,6 +110,7 @@ class Transformer {
   AlignedBuffer<int32_t> group_count_; // (n_expert)
   AlignedBuffer<int> distinct_;        // (n_expert) experts routed to in this layer
   AlignedBuffer<float> gx_;            // gathered inputs (max_batch, n_embd)
+  std::vector<ExpertWeights> held_;    // (n_expert) experts acquired together
   size_t xq_row_bytes_ = 0;
   int n_ff_max_ = 0;
   int n_ctx_ = 0;

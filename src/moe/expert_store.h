@@ -69,6 +69,10 @@ class ExpertStore {
   virtual void prefetch_predicted(int layer, std::span<const int> experts) {
     prefetch(layer, experts);
   }
+  // How many experts may be held (acquired, not yet released) at once
+  // without waiting on one's own release: the forward pass runs up to this
+  // many of a layer's experts as one parallel job.
+  virtual int max_held() const { return 1; }
   virtual ExpertStoreStats stats() const = 0;
   virtual const char* name() const = 0;
 };
@@ -79,6 +83,7 @@ class MappedExpertStore : public ExpertStore {
  public:
   explicit MappedExpertStore(std::vector<ExpertTensors> layers);
   ExpertWeights acquire(int layer, int expert) override;
+  int max_held() const override { return 1 << 20; }
   ExpertStoreStats stats() const override { return stats_; }
   const char* name() const override { return "mmap"; }
 

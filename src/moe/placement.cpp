@@ -323,6 +323,7 @@ class PlacedStore : public ExpertStore {
   void prefetch_predicted(int layer, std::span<const int> experts) override {
     inner_->prefetch_predicted(layer, experts);
   }
+  int max_held() const override { return inner_->max_held(); }
   ExpertStoreStats stats() const override { return inner_->stats(); }
   const char* name() const override { return inner_->name(); }
 

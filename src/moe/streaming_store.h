@@ -55,6 +55,8 @@ class StreamingExpertStore : public ExpertStore {
   void prefetch(int layer, std::span<const int> experts) override;
   bool wants_prediction() const override { return predict_; }
   void prefetch_predicted(int layer, std::span<const int> experts) override;
+  // Every cache slot may be in use at once (pinned experts need none).
+  int max_held() const override { return n_cache_; }
   ExpertStoreStats stats() const override;
   const char* name() const override { return "stream"; }
 

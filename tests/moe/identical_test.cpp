@@ -37,6 +37,7 @@ class NoisyPrefetcher : public ExpertStore {
     return inner_.acquire(layer, expert);
   }
   void release(int layer, int expert) override { inner_.release(layer, expert); }
+  int max_held() const override { return inner_.max_held(); }
   ExpertStoreStats stats() const override { return inner_.stats(); }
   const char* name() const override { return "noisy"; }
 

@@ -35,6 +35,7 @@ struct LinearOut {
   float* y;         // (n, y_stride)
   size_t y_stride;
   const uint8_t* xq = nullptr;  // its own quantized input; null: the shared one
+  int n = 0;                    // its own token count; 0: the call's
 };
 
 // Whether the matrices read the same input in the same quantized form, so one
@@ -57,7 +58,7 @@ void run_products(ThreadPool& pool, Precision p, std::span<const LinearOut> outs
   size_t bytes = 0;
   for (const LinearOut& o : outs) {
     n_rows += o.w->ne[1];
-    bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride() * n;
+    bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride() * (o.n ? o.n : n);
   }
   // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
   // a product under ~64 KiB of weights is not worth waking another thread for.
@@ -70,10 +71,11 @@ void run_products(ThreadPool& pool, Precision p, std::span<const LinearOut> outs
       first += o.w->ne[1];
       if (r0 >= r1) continue;
       const uint8_t* in = o.xq ? o.xq : xq;
-      if (n == 1)
+      const int on = o.n ? o.n : n;
+      if (on == 1)
         matvec_rows(*o.w, p, in, o.y + r0, r0, r1, scratch);
       else
-        matmul_rows(*o.w, p, in, xq_row_bytes, n, o.y + r0, o.y_stride, r0, r1, scratch);
+        matmul_rows(*o.w, p, in, xq_row_bytes, on, o.y + r0, o.y_stride, r0, r1, scratch);
     }
   });
 }
@@ -327,49 +329,73 @@ void Transformer::ffn_block(int l, int n, RoutingTrace* trace) {
     dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, h_.data(), n, out_.data());
 }
 
-void Transformer::moe_decode(int l, int n_distinct) {
+void Transformer::run_experts(int l, int n, const int* experts, int count) {
   const int E = cfg_.n_embd, K = cfg_.n_expert_used;
   const size_t scratch_stride = row_scratch_.size() / pool_.n_threads();
-  const int hold = std::max(1, std::min(n_distinct, store_.max_held()));
-  LinearOut outs[2 * kMaxHeldExperts];
-  for (int i0 = 0; i0 < n_distinct; i0 += std::min(hold, kMaxHeldExperts)) {
-    const int m = std::min({hold, kMaxHeldExperts, n_distinct - i0});
-    for (int j = 0; j < m; ++j) held_[j] = store_.acquire(l, distinct_[i0 + j]);
-    const int F = static_cast<int>(held_[0].gate.ne[1]);
-    for (int j = 0; j < m; ++j) {
-      outs[2 * j] = {&held_[j].gate, gate_.data() + static_cast<size_t>(j) * F, static_cast<size_t>(F)};
-      outs[2 * j + 1] = {&held_[j].up, up_.data() + static_cast<size_t>(j) * F, static_cast<size_t>(F)};
-    }
-    if (share_input(std::span<const LinearOut>(outs, 2 * m), precision_)) {
-      // 1. Every gate and up: one input, one job.
-      linear_shared(pool_, precision_, std::span<const LinearOut>(outs, 2 * m), h_.data(), E, 1, xq_.data(),
-                    xq_row_bytes_, row_scratch_.data(), scratch_stride);
-      for (int64_t i = 0; i < static_cast<int64_t>(m) * F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
-      // 2. Every down, each on its own input, one job.
-      bool same_down = true;
-      for (int j = 0; j < m; ++j) {
-        same_down &= held_[j].down.type == held_[0].down.type && held_[j].down.ne[0] == F;
-        outs[j] = {&held_[j].down, gx_.data() + static_cast<size_t>(j) * E, static_cast<size_t>(E),
-                   xq_.data() + static_cast<size_t>(j) * xq_row_bytes_};
-      }
-      CLB_ASSERT(same_down);
-      for (int j = 0; j < m; ++j)
-        quantize_activation(held_[j].down.type, precision_, gate_.data() + static_cast<size_t>(j) * F,
-                            xq_.data() + static_cast<size_t>(j) * xq_row_bytes_, F);
-      run_products(pool_, precision_, std::span<const LinearOut>(outs, m), 1, xq_.data(), xq_row_bytes_,
-                   row_scratch_.data(), scratch_stride);
-    } else {
-      for (int j = 0; j < m; ++j)
-        dense_ffn(held_[j].gate, held_[j].up, held_[j].down, h_.data(), 1, gx_.data() + static_cast<size_t>(j) * E);
-    }
-    for (int j = 0; j < m; ++j) store_.release(l, distinct_[i0 + j]);
-    // Outputs to their rank's slot: the sum below has one fixed order.
-    for (int j = 0; j < m; ++j)
+  const size_t xrb = xq_row_bytes_;
+  // Rows of this chunk: expert j's tokens are rows [first[j], first[j] + m[j]).
+  int first[kMaxHeldExperts], m[kMaxHeldExperts];
+  int rows = 0;
+  for (int j = 0; j < count; ++j) {
+    first[j] = rows;
+    for (int t = 0; t < n; ++t)
       for (int r = 0; r < K; ++r)
-        if (sel_[r] == distinct_[i0 + j])
-          std::memcpy(moe_.data() + static_cast<size_t>(r) * E, gx_.data() + static_cast<size_t>(j) * E,
-                      sizeof(float) * E);
+        if (sel_[t * K + r] == experts[j]) {
+          group_tok_[rows] = t;
+          group_rank_[rows] = r;
+          ++rows;
+        }
+    m[j] = rows - first[j];
   }
+  for (int j = 0; j < count; ++j) held_[j] = store_.acquire(l, experts[j]);
+  const int F = static_cast<int>(held_[0].gate.ne[1]);
+  bool joint = true;  // gate and up of every expert read one quantized input
+  for (int j = 0; j < count; ++j) {
+    const ExpertWeights& w = held_[j];
+    joint &= activation_type(w.gate.type, precision_) == activation_type(w.up.type, precision_) &&
+             w.gate.ne[1] == F && w.up.ne[1] == F && w.down.ne[0] == F;
+  }
+  if (!joint) {  // mixed types inside an expert: one expert at a time
+    for (int j = 0; j < count; ++j) {
+      for (int i = 0; i < m[j]; ++i)
+        std::memcpy(gx_.data() + static_cast<size_t>(first[j] + i) * E,
+                    h_.data() + static_cast<size_t>(group_tok_[first[j] + i]) * E, sizeof(float) * E);
+      const ExpertWeights& w = held_[j];
+      float* g = gx_.data() + static_cast<size_t>(first[j]) * E;
+      dense_ffn(w.gate, w.up, w.down, g, m[j], g);
+    }
+  } else {
+    // 1. Every gate and up of the chunk: one job.
+    LinearOut outs[2 * kMaxHeldExperts];
+    for (int j = 0; j < count; ++j) {
+      uint8_t* xq = xq_.data() + first[j] * xrb;
+      for (int i = 0; i < m[j]; ++i)
+        quantize_activation(held_[j].gate.type, precision_,
+                            h_.data() + static_cast<size_t>(group_tok_[first[j] + i]) * E, xq + i * xrb, E);
+      const size_t y = static_cast<size_t>(first[j]) * F;
+      outs[2 * j] = {&held_[j].gate, gate_.data() + y, static_cast<size_t>(F), xq, m[j]};
+      outs[2 * j + 1] = {&held_[j].up, up_.data() + y, static_cast<size_t>(F), xq, m[j]};
+    }
+    run_products(pool_, precision_, std::span<const LinearOut>(outs, 2 * count), 1, xq_.data(), xrb,
+                 row_scratch_.data(), scratch_stride);
+    for (int64_t i = 0; i < static_cast<int64_t>(rows) * F; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+    // 2. Every down, each on its own rows: one job.
+    for (int j = 0; j < count; ++j) {
+      uint8_t* xq = xq_.data() + first[j] * xrb;
+      for (int i = 0; i < m[j]; ++i)
+        quantize_activation(held_[j].down.type, precision_, gate_.data() + static_cast<size_t>(first[j] + i) * F,
+                            xq + i * xrb, F);
+      outs[j] = {&held_[j].down, gx_.data() + static_cast<size_t>(first[j]) * E, static_cast<size_t>(E), xq, m[j]};
+    }
+    run_products(pool_, precision_, std::span<const LinearOut>(outs, count), 1, xq_.data(), xrb,
+                 row_scratch_.data(), scratch_stride);
+  }
+  for (int j = 0; j < count; ++j) store_.release(l, experts[j]);
+  // Each row's output to its (token, rank) slot: the sum after has one fixed
+  // order, whatever the chunks were.
+  for (int i = 0; i < rows; ++i)
+    std::memcpy(moe_.data() + (static_cast<size_t>(group_tok_[i]) * K + group_rank_[i]) * E,
+                gx_.data() + static_cast<size_t>(i) * E, sizeof(float) * E);
 }
 
 void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
@@ -403,30 +429,22 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
     if (group_count_[e] > 0) distinct_[n_distinct++] = e;
   store_.prefetch(l, std::span<const int>(distinct_.data(), n_distinct));
 
-  if (n == 1) {
-    moe_decode(l, n_distinct);
-  } else {
-  // 2. Each routed expert once for all its tokens. Outputs land in the
-  // (token, rank) slot so the sum below has one fixed order, whatever the
-  // batch or the order experts arrive in.
-  for (int e = 0; e < X; ++e) {
-    if (group_count_[e] == 0) continue;
-    int m = 0;
-    for (int t = 0; t < n; ++t)
-      for (int j = 0; j < K; ++j)
-        if (sel_[t * K + j] == e) {
-          group_tok_[m] = t;
-          group_rank_[m] = j;
-          std::memcpy(gx_.data() + m * E, h_.data() + t * E, sizeof(float) * E);
-          ++m;
-        }
-    ExpertWeights ew = store_.acquire(l, e);
-    dense_ffn(ew.gate, ew.up, ew.down, gx_.data(), m, gx_.data());
-    store_.release(l, e);
-    for (int i = 0; i < m; ++i)
-      std::memcpy(moe_.data() + (static_cast<size_t>(group_tok_[i]) * K + group_rank_[i]) * E,
-                  gx_.data() + i * E, sizeof(float) * E);
-  }
+  // 2. The routed experts in chunks, each chunk's products as two parallel
+  // jobs. Experts already in memory go first, in chunks as large as the
+  // store can hold and the scratch rows allow; the rest one at a time, so
+  // each computes as soon as its load lands while later ones still load.
+  const int rows_max = static_cast<int>(std::max<size_t>(max_batch_, K));
+  const int hold = std::max(1, std::min(store_.max_held(), kMaxHeldExperts));
+  int n_ready = 0;
+  for (int i = 0; i < n_distinct; ++i)
+    if (store_.ready(l, distinct_[i])) std::swap(distinct_[n_ready++], distinct_[i]);
+  for (int i0 = 0; i0 < n_distinct;) {
+    int count = 1, rows = group_count_[distinct_[i0]];
+    if (i0 < n_ready)
+      while (i0 + count < n_ready && count < hold && rows + group_count_[distinct_[i0 + count]] <= rows_max)
+        rows += group_count_[distinct_[i0 + count++]];
+    run_experts(l, n, distinct_.data() + i0, count);
+    i0 += count;
   }
 
   // 3. Weighted sum in rank order.

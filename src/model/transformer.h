@@ -70,9 +70,10 @@ class Transformer {
   void dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                  const float* x, int n, float* out);
   void moe_ffn(int l, int n, RoutingTrace* trace);
-  // One token's routed experts, as many at a time as the store can hold:
-  // all their gate/up products in one parallel job, all downs in another.
-  void moe_decode(int l, int n_distinct);
+  // The routed experts experts[0..count) of layer l for their tokens among
+  // the batch's n: every gate/up product in one parallel job, every down in
+  // another; outputs to moe_ by (token, rank).
+  void run_experts(int l, int n, const int* experts, int count);
   // y (n rows of w's outputs, stride y_stride) = w . x (n rows, stride x_stride)
   void linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
               size_t y_stride);

@@ -73,6 +73,8 @@ class ExpertStore {
   // without waiting on one's own release: the forward pass runs up to this
   // many of a layer's experts as one parallel job.
   virtual int max_held() const { return 1; }
+  // Whether acquire(layer, expert) would return without waiting on a load.
+  virtual bool ready(int layer, int expert) const { return true; }
   virtual ExpertStoreStats stats() const = 0;
   virtual const char* name() const = 0;
 };

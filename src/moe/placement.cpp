@@ -324,6 +324,7 @@ class PlacedStore : public ExpertStore {
     inner_->prefetch_predicted(layer, experts);
   }
   int max_held() const override { return inner_->max_held(); }
+  bool ready(int layer, int expert) const override { return inner_->ready(layer, expert); }
   ExpertStoreStats stats() const override { return inner_->stats(); }
   const char* name() const override { return inner_->name(); }
 

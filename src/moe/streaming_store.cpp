@@ -324,6 +324,12 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
   }
 }
 
+bool StreamingExpertStore::ready(int layer, int expert) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int slot = where_[layer * n_expert_ + expert];
+  return slot >= 0 && slots_[slot].state == State::kReady;
+}
+
 void StreamingExpertStore::release(int layer, int expert) {
   std::lock_guard<std::mutex> lock(mu_);
   const int slot = where_[layer * n_expert_ + expert];

@@ -57,6 +57,7 @@ class StreamingExpertStore : public ExpertStore {
   void prefetch_predicted(int layer, std::span<const int> experts) override;
   // Every cache slot may be in use at once (pinned experts need none).
   int max_held() const override { return n_cache_; }
+  bool ready(int layer, int expert) const override;
   ExpertStoreStats stats() const override;
   const char* name() const override { return "stream"; }
 

@@ -38,6 +38,7 @@ class NoisyPrefetcher : public ExpertStore {
   }
   void release(int layer, int expert) override { inner_.release(layer, expert); }
   int max_held() const override { return inner_.max_held(); }
+  bool ready(int layer, int expert) const override { return inner_.ready(layer, expert); }
   ExpertStoreStats stats() const override { return inner_.stats(); }
   const char* name() const override { return "noisy"; }
 

@@ -29,6 +29,9 @@ namespace colibri {
 namespace {
 
 constexpr int kTileTokens = 8;
+// How far ahead of its reads a kernel prefetches (kernels/x86/avx512.cpp
+// measured 4 KB best for row-at-a-time streams).
+constexpr int kPrefetchBytes = 4096;
 constexpr int64_t kTokenBlock = 64;
 
 // Per token and block: -zero * sum(x) and d_x.
@@ -60,8 +63,12 @@ struct Packed {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQsBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(q) + 2048, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(q) + 2048 + 64, _MM_HINT_T0);
+      // Every line of the block and its scales, kPrefetchBytes ahead: a
+      // decode step streams weights from DRAM once.
+      for (int k = 0; k < kVecs; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(q) + kPrefetchBytes + 64 * k, _MM_HINT_T0);
+      if ((b & 1) == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(scales) + 32 * b + kPrefetchBytes / 8, _MM_HINT_T0);
       __m512i w[8];
       if constexpr (kQ4) {
         for (int k = 0; k < 4; ++k) {

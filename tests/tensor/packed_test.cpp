@@ -16,7 +16,7 @@
 namespace colibri {
 namespace {
 
-constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q8_0};
+constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
 
 struct Case {
   std::vector<uint8_t> w;  // n_rows plain rows
@@ -53,7 +53,7 @@ TEST(Packed, LayoutRoundTrips) {
   std::mt19937 rng(5);
   for (DType t : kPackedTypes) {
     const TypeTraits& tt = type_traits(t);
-    for (int64_t n : {32, 96, 2048}) {
+    for (int64_t n : {256, 768, 2048}) {
       for (int rows : {16, 5}) {  // a whole group and a partial one
         const auto w = testing::random_weights(t, n * rows, rng);
         const size_t rb = row_bytes(t, n);
@@ -79,7 +79,7 @@ TEST(Packed, LayoutRoundTrips) {
 TEST(Packed, ScalarKernelMatchesReferenceDot) {
   std::mt19937 rng(7);
   for (DType t : kPackedTypes)
-    for (int64_t n : {32, 256, 2048})
+    for (int64_t n : {256, 512, 2048})
       for (testing::Scales s : {testing::Scales::kTypical, testing::Scales::kLarge}) {
         const int64_t n_rows = 32, n_tok = 3;
         Case c = make_case(t, n, n_rows, n_tok, rng, s);
@@ -96,7 +96,7 @@ TEST(Packed, ScalarKernelMatchesReferenceDot) {
             // Bound: a few ulps of the sum of |block terms|, via |w| . |x|.
             std::vector<float> wf(n), xf(n);
             dequantize_row(t, row, wf.data(), n);
-            dequantize_row(DType::Q8_0, c.xq.data() + k * c.xs, xf.data(), n);
+            dequantize_row(activation_type(t, Precision::kNative), c.xq.data() + k * c.xs, xf.data(), n);
             double mag = 0;
             for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
             EXPECT_NEAR(y[k * n_rows + r], want, 1e-5 * mag + 1e-30)
@@ -114,8 +114,8 @@ TEST(Packed, IsaKernelsEqualScalarBitForBit) {
     for (DType t : kPackedTypes) {
       const PackedTileFn f = kernel_table(isa).packed[slot(t)];
       if (!f) continue;
-      for (int64_t n : {32, 160, 2048})
-        for (int64_t n_tok : {1, 3, 8, 9, 17, 70})
+      for (int64_t n : {256, 1280, 2048})
+        for (int64_t n_tok : {1, 3, 4, 5, 8, 9, 17, 70})
           for (bool all_max : {false, true}) {
             const int64_t n_rows = 48;
             Case c = make_case(t, n, n_rows, n_tok, rng, testing::Scales::kTypical, all_max);
@@ -145,7 +145,7 @@ TEST(Packed, PackedAndPlainViewsGiveTheSameBits) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (DType t : kPackedTypes) {
-      const int64_t n = 320, n_rows = 64;
+      const int64_t n = 512, n_rows = 64;
       for (int64_t n_tok : {1, 6, 19}) {
         Case c = make_case(t, n, n_rows, n_tok, rng);
         std::vector<uint8_t> packed = c.w;

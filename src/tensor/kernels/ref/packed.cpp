@@ -11,6 +11,10 @@
 //   q8_0: bytes [512 b, 512 b + 512): word k (k < 8) of row i's qs at
 //         64 k + 4 i, each byte stored as q + 128 (unsigned); then the
 //         scales as for q4_0 at 512 nb + 32 b + 2 i.
+//   q4_K: per super-block b, word k (k < 32) of row i's qs at 2048 b +
+//         64 k + 4 i; then word w (w < 3) of its 12 scale bytes at 2048 nb +
+//         192 b + 64 w + 4 i; then d at 2240 nb + 64 b + 2 i and dmin 32
+//         bytes after.
 //
 // A group takes exactly the bytes of its 16 rows, so packing happens in place
 // and row ranges that are whole groups keep their offsets.
@@ -18,7 +22,10 @@
 // The packed kernels' arithmetic, which the SIMD kernels reproduce bit for
 // bit: per row and token, acc = 0; for each block, isum = the exact integer
 // sum of (q - zero) * x over the block, then acc = fma(float(isum), d_w * d_x,
-// acc).
+// acc). q4_K per super-block: S = sum over its 8 sub-blocks of scale_s *
+// (exact integer dot of the sub-block), M = sum of min_s * (the activations'
+// sum over the sub-block), then acc = fma(float(S), d_w * d_x, acc) and acc =
+// fma(-float(M), dmin_w * d_x, acc).
 #include <cmath>
 #include <cstring>
 
@@ -74,7 +81,96 @@ void unpack_row(const uint8_t* group, int i, uint8_t* dst, int64_t n, uint8_t fl
   }
 }
 
+// ggml's get_scale_min_k4: sub-block j's 6-bit scale and min.
+void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+constexpr size_t kQ4KQs = 2048, kQ4KScales = 192, kQ4KD = 64;  // per super-block and group
+
 }  // namespace
+
+void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  uint8_t* scales = dst + nb * kQ4KQs;
+  uint8_t* ds = scales + nb * kQ4KScales;
+  for (int i = 0; i < kRows; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      if (i >= rows) {  // zero quants, scales and d: the row adds nothing
+        for (int k = 0; k < 32; ++k) std::memset(dst + b * kQ4KQs + 64 * k + 4 * i, 0, 4);
+        for (int w = 0; w < 3; ++w) std::memset(scales + b * kQ4KScales + 64 * w + 4 * i, 0, 4);
+        std::memset(ds + b * kQ4KD + 2 * i, 0, 2);
+        std::memset(ds + b * kQ4KD + 32 + 2 * i, 0, 2);
+        continue;
+      }
+      const auto* blk = reinterpret_cast<const block_q4_K*>(src + i * src_stride) + b;
+      for (int k = 0; k < 32; ++k) std::memcpy(dst + b * kQ4KQs + 64 * k + 4 * i, blk->qs + 4 * k, 4);
+      for (int w = 0; w < 3; ++w)
+        std::memcpy(scales + b * kQ4KScales + 64 * w + 4 * i, blk->scales + 4 * w, 4);
+      std::memcpy(ds + b * kQ4KD + 2 * i, &blk->d, 2);
+      std::memcpy(ds + b * kQ4KD + 32 + 2 * i, &blk->dmin, 2);
+    }
+}
+
+void unpack_row_q4_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  const uint8_t* scales = group + nb * kQ4KQs;
+  const uint8_t* ds = scales + nb * kQ4KScales;
+  for (int64_t b = 0; b < nb; ++b) {
+    auto* blk = reinterpret_cast<block_q4_K*>(dst) + b;
+    for (int k = 0; k < 32; ++k) std::memcpy(blk->qs + 4 * k, group + b * kQ4KQs + 64 * k + 4 * i, 4);
+    for (int w = 0; w < 3; ++w)
+      std::memcpy(blk->scales + 4 * w, scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+    std::memcpy(&blk->d, ds + b * kQ4KD + 2 * i, 2);
+    std::memcpy(&blk->dmin, ds + b * kQ4KD + 32 + 2 * i, 2);
+  }
+}
+
+void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride) {
+  const int64_t nb = n / kQK_K;
+  const size_t group_bytes = static_cast<size_t>(nb) * (kQ4KQs + kQ4KScales + kQ4KD);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* gw = w + g * group_bytes;
+    const uint8_t* scales = gw + nb * kQ4KQs;
+    const uint8_t* ds = scales + nb * kQ4KScales;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
+      for (int i = 0; i < kRows; ++i) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          uint8_t sc12[12];
+          for (int w = 0; w < 3; ++w) std::memcpy(sc12 + 4 * w, scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+          int32_t S = 0, M = 0;
+          for (int s = 0; s < 8; ++s) {
+            int sc, m;
+            scale_min_k4(s, sc12, &sc, &m);
+            const int j = s / 2, shift = 4 * (s % 2);
+            int32_t isum = 0;
+            for (int l = 0; l < 32; ++l) {
+              const uint8_t q = gw[b * kQ4KQs + 64 * (8 * j + l / 4) + 4 * i + l % 4];
+              isum += ((q >> shift) & 0xF) * xb[b].qs[64 * j + 32 * (s % 2) + l];
+            }
+            S += sc * isum;
+            M += m * (xb[b].bsums[2 * s] + xb[b].bsums[2 * s + 1]);
+          }
+          uint16_t d, dmin;
+          std::memcpy(&d, ds + b * kQ4KD + 2 * i, 2);
+          std::memcpy(&dmin, ds + b * kQ4KD + 32 + 2 * i, 2);
+          acc = std::fma(static_cast<float>(S), half_to_float(d) * xb[b].d, acc);
+          acc = std::fma(-static_cast<float>(M), half_to_float(dmin) * xb[b].d, acc);
+        }
+        y[t * y_stride + g * kRows + i] = acc;
+      }
+    }
+  }
+}
 
 void unpack_row_q4_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
   unpack_row<4, sizeof(block_q4_0), 2>(group, i, dst, n, 0);

@@ -58,6 +58,9 @@ struct Tables {
     traits[slot(DType::Q8_0)].pack_group = ref::pack_group_q8_0;
     traits[slot(DType::Q8_0)].unpack_row = ref::unpack_row_q8_0;
     traits[slot(DType::Q8_0)].packed_ref = ref::packed_q8_0;
+    traits[slot(DType::Q4_K)].pack_group = ref::pack_group_q4_K;
+    traits[slot(DType::Q4_K)].unpack_row = ref::unpack_row_q4_K;
+    traits[slot(DType::Q4_K)].packed_ref = ref::packed_q4_K;
     ref.attend = ref::attend;
     ref.attend_batch = ref::attend_batch;
   }

@@ -147,11 +147,121 @@ struct Packed {
   }
 };
 
+// q4_K: per super-block the 16 rows' 6-bit scales and mins are unpacked once
+// into lanes; each sub-block's exact dot (8 vpdpbusd, nibbles against the
+// q8_K activations) is scaled in integers (vpmulld) into S, the mins meet
+// the activations' sub-block sums in 4 vpdpwssd into M, and the float work is
+// two fmas per super-block. Tiles of up to 4 tokens keep the sums in
+// registers.
+struct PackedQ4K {
+  static constexpr int kTile = 4;
+  static constexpr size_t kQs = 2048, kScales = 192, kD = 64;
+
+  template <int T>
+  static void tile(const uint8_t* g, int64_t nb, const block_q8_K* const* xb, float* y,
+                   size_t y_stride) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const uint8_t* scales = g + nb * kQs;
+    const uint8_t* ds = scales + nb * kScales;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi32(63),
+                  m4w = _mm512_set1_epi32(0xF), m2 = _mm512_set1_epi32(3);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = g + b * kQs;
+      for (int k = 0; k < 32; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(q) + kPrefetchBytes + 64 * k, _MM_HINT_T0);
+      const uint8_t* sb = scales + b * kScales;
+      for (int k = 0; k < 3; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / 8 + 64 * k, _MM_HINT_T0);
+      const __m512i w0 = _mm512_loadu_si512(sb), w1 = _mm512_loadu_si512(sb + 64),
+                    w2 = _mm512_loadu_si512(sb + 128);
+      __m512i sc[8], mn[8], mp[4];
+      for (int j = 0; j < 4; ++j) {
+        sc[j] = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
+        mn[j] = _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6);
+        sc[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * j), m4w),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * j + 6), m2), 4));
+        mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * j + 4), m4w),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 8 * j + 6), m2), 4));
+      }
+      for (int p = 0; p < 4; ++p) mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
+      __m512i S[T];
+      for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s) {
+        const int j = s / 2, hi = s % 2;
+        __m512i nib[8];
+        for (int k = 0; k < 8; ++k) {
+          const __m512i v = _mm512_loadu_si512(q + 64 * (8 * j + k));
+          nib[k] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
+        }
+        for (int t = 0; t < T; ++t) {
+          const int8_t* x = xb[t][b].qs + 64 * j + 32 * hi;
+          __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], _mm512_set1_epi32(load_word(x)));
+          __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[1], _mm512_set1_epi32(load_word(x + 4)));
+          a0 = _mm512_dpbusd_epi32(a0, nib[2], _mm512_set1_epi32(load_word(x + 8)));
+          a1 = _mm512_dpbusd_epi32(a1, nib[3], _mm512_set1_epi32(load_word(x + 12)));
+          a0 = _mm512_dpbusd_epi32(a0, nib[4], _mm512_set1_epi32(load_word(x + 16)));
+          a1 = _mm512_dpbusd_epi32(a1, nib[5], _mm512_set1_epi32(load_word(x + 20)));
+          a0 = _mm512_dpbusd_epi32(a0, nib[6], _mm512_set1_epi32(load_word(x + 24)));
+          a1 = _mm512_dpbusd_epi32(a1, nib[7], _mm512_set1_epi32(load_word(x + 28)));
+          S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), sc[s]));
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));
+      const __m512 dmin =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD + 32)));
+      for (int t = 0; t < T; ++t) {
+        const block_q8_K& xk = xb[t][b];
+        __m512i M = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p) {
+          const int lo = xk.bsums[4 * p] + xk.bsums[4 * p + 1], hi = xk.bsums[4 * p + 2] + xk.bsums[4 * p + 3];
+          const uint32_t pair = static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+          M = _mm512_dpwssd_epi32(M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(pair)));
+        }
+        const __m512 dx = _mm512_set1_ps(xk.d);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  }
+
+  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K* const*, float*, size_t);
+  template <int... Ts>
+  static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
+    struct Tiles {
+      TileFn f[kTile];
+    };
+    return Tiles{{&tile<Ts + 1>...}};
+  }
+
+  static void run(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                  int64_t n, float* y, size_t y_stride) {
+    static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTile>{});
+    const int64_t nb = n / kQK_K;
+    const size_t group_bytes = static_cast<size_t>(nb) * (kQs + kScales + kD);
+    for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
+      const int64_t tn = std::min(kTokenBlock, nt - t0);
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        const uint8_t* g = w + gi * group_bytes;
+        for (int64_t t = 0; t < tn; t += kTile) {
+          const int m = static_cast<int>(std::min<int64_t>(kTile, tn - t));
+          const block_q8_K* xb[kTile];
+          for (int k = 0; k < m; ++k)
+            xb[k] = reinterpret_cast<const block_q8_K*>(x + (t0 + t + k) * x_stride);
+          kTiles.f[m - 1](g, nb, xb, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+        }
+      }
+    }
+  }
+};
+
 }  // namespace
 
 void add_avx512_packed_kernels(KernelTable& t) {
   t.packed[slot(DType::Q4_0)] = Packed<true>::run;
   t.packed[slot(DType::Q8_0)] = Packed<false>::run;
+  t.packed[slot(DType::Q4_K)] = PackedQ4K::run;
 }
 
 }  // namespace colibri

@@ -187,6 +187,7 @@ struct PackedQ4K {
       for (int p = 0; p < 4; ++p) mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
       __m512i S[T];
       for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         const int j = s / 2, hi = s % 2;
         __m512i nib[8];

@@ -4,6 +4,7 @@
 #
 #   bench/stream.sh MODEL.gguf LIMIT [colibri run flags...]
 #   bench/stream.sh /work/synth/olmoe-1b-7b-q8_0.gguf 3G -n 128 --temp 1 -s 1 -t 2
+#   PROMPT="$(cat long.txt)" bench/stream.sh ...   (prompt speed under the limit)
 #
 # The budget given to colibri (--mem) is LIMIT less the fixed overhead the plan
 # states, so the whole process, page cache included, must fit in LIMIT.
@@ -27,7 +28,8 @@ echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not drop caches: n
 echo "limit $limit ($limit_b bytes), --mem $mem_b bytes"
 start=$(date +%s.%N)
 set +e
-bash -c "echo \$\$ > $cg/cgroup.procs; exec $bin run -m $model --mem $mem_b -p 'The history of the' $*" >/dev/null 2>/tmp/colibri-stream.err
+prompt=${PROMPT:-The history of the}
+bash -c 'echo $$ > "$0"/cgroup.procs; exec "$@"' "$cg" "$bin" run -m "$model" --mem "$mem_b" -p "$prompt" "$@" >/dev/null 2>/tmp/colibri-stream.err
 rc=$?
 set -e
 end=$(date +%s.%N)

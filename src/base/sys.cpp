@@ -1,5 +1,7 @@
 #include "base/sys.h"
 
+#include <fcntl.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +31,12 @@ uint64_t current_rss_bytes() { return status_kb("VmRSS:") * 1024; }
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void drop_file_cache(int fd, uint64_t offset, uint64_t length) {
+  constexpr uint64_t kFolio = 2u << 20;
+  const uint64_t a = offset / kFolio * kFolio, b = (offset + length + kFolio - 1) / kFolio * kFolio;
+  posix_fadvise(fd, static_cast<off_t>(a), static_cast<off_t>(b - a), POSIX_FADV_DONTNEED);
 }
 
 }  // namespace colibri

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/sys.h"
 #include "formats/gguf.h"
 #include "model/weights.h"
 #include "tensor/ops.h"
@@ -104,7 +105,7 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w) {
       CLB_CHECK(n > 0, "%s: reading %zu bytes at offset %llu: %s", f.name().c_str(), want,
                 static_cast<unsigned long long>(r.offset + done),
                 n < 0 ? std::strerror(errno) : "the file ended early (truncated?)");
-      posix_fadvise(fd, static_cast<off_t>(r.offset + done), n, POSIX_FADV_DONTNEED);
+      drop_file_cache(fd, r.offset + done, static_cast<uint64_t>(n));
       done += static_cast<size_t>(n);
     }
     // Matrices the kernels read packed are packed now, once (tensor/ops.h).
@@ -117,6 +118,8 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w) {
     }
     at += (r.bytes + kAlign - 1) / kAlign * kAlign;
   }
+  // Whatever read-ahead brought in past the last range goes too.
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   return a;
 }
 

@@ -36,7 +36,7 @@ bool read_rest(ReadOp& op, char* err, size_t err_size) {
 }
 
 void finish(ReadOp& op) {
-  if (op.drop_cache) posix_fadvise(op.fd, static_cast<off_t>(op.offset), op.length, POSIX_FADV_DONTNEED);
+  if (op.drop_cache) drop_file_cache(op.fd, op.offset, op.length);
 }
 
 // Time with reads in flight, from transitions of the in-flight count.

@@ -188,10 +188,16 @@ void pack_group_q8_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
   pack_group<8, sizeof(block_q8_0), 2>(src, src_stride, rows, dst, n, 0x80808080u);
 }
 
-void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
-                 int64_t n, float* y, size_t y_stride) {
+namespace {
+
+// The scalar kernel over packed groups of a 32-element block type with
+// kWords quant words per row and block; block_sum(words, i, x) is the exact
+// integer dot of row i's block (its words at words + 64 k + 4 i).
+template <int kWords, typename BlockSum>
+void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                   int64_t n, float* y, size_t y_stride, BlockSum block_sum) {
   const int64_t nb = n / kQK;
-  const size_t group_bytes = static_cast<size_t>(nb) * 288;
+  const size_t qs_bytes = 64 * kWords, group_bytes = static_cast<size_t>(nb) * (qs_bytes + 32);
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* gw = w + g * group_bytes;
     for (int64_t t = 0; t < nt; ++t) {
@@ -199,15 +205,9 @@ void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
       for (int i = 0; i < kRows; ++i) {
         float acc = 0;
         for (int64_t b = 0; b < nb; ++b) {
-          int32_t isum = 0;
-          for (int k = 0; k < 4; ++k)
-            for (int j = 0; j < 4; ++j) {
-              const uint8_t q = gw[b * 256 + 64 * k + 4 * i + j];
-              isum += ((q & 0x0F) - 8) * xb[b].qs[4 * k + j];
-              isum += ((q >> 4) - 8) * xb[b].qs[16 + 4 * k + j];
-            }
+          const int32_t isum = block_sum(gw + b * qs_bytes, i, xb[b].qs);
           uint16_t dw;
-          std::memcpy(&dw, gw + nb * 256 + 32 * b + 2 * i, 2);
+          std::memcpy(&dw, gw + nb * qs_bytes + 32 * b + 2 * i, 2);
           acc = std::fma(static_cast<float>(isum), half_to_float(dw) * half_to_float(xb[b].d), acc);
         }
         y[t * y_stride + g * kRows + i] = acc;
@@ -216,29 +216,32 @@ void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
   }
 }
 
+}  // namespace
+
+void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride) {
+  packed_blocks<4>(w, n_groups, x, x_stride, nt, n, y, y_stride,
+                   [](const uint8_t* words, int i, const int8_t* xq) {
+                     int32_t isum = 0;
+                     for (int k = 0; k < 4; ++k)
+                       for (int j = 0; j < 4; ++j) {
+                         const uint8_t q = words[64 * k + 4 * i + j];
+                         isum += ((q & 0x0F) - 8) * xq[4 * k + j];
+                         isum += ((q >> 4) - 8) * xq[16 + 4 * k + j];
+                       }
+                     return isum;
+                   });
+}
+
 void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride) {
-  const int64_t nb = n / kQK;
-  const size_t group_bytes = static_cast<size_t>(nb) * 544;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* gw = w + g * group_bytes;
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride);
-      for (int i = 0; i < kRows; ++i) {
-        float acc = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          int32_t isum = 0;
-          for (int k = 0; k < 8; ++k)
-            for (int j = 0; j < 4; ++j)
-              isum += (gw[b * 512 + 64 * k + 4 * i + j] - 128) * xb[b].qs[4 * k + j];
-          uint16_t dw;
-          std::memcpy(&dw, gw + nb * 512 + 32 * b + 2 * i, 2);
-          acc = std::fma(static_cast<float>(isum), half_to_float(dw) * half_to_float(xb[b].d), acc);
-        }
-        y[t * y_stride + g * kRows + i] = acc;
-      }
-    }
-  }
+  packed_blocks<8>(w, n_groups, x, x_stride, nt, n, y, y_stride,
+                   [](const uint8_t* words, int i, const int8_t* xq) {
+                     int32_t isum = 0;
+                     for (int k = 0; k < 8; ++k)
+                       for (int j = 0; j < 4; ++j) isum += (words[64 * k + 4 * i + j] - 128) * xq[4 * k + j];
+                     return isum;
+                   });
 }
 
 }  // namespace colibri::ref

@@ -46,6 +46,17 @@ inline int32_t load_word(const int8_t* p) {
   return v;
 }
 
+// sum over k < 8 of vpdpbusd(w[k], the k-th 4 bytes at x), added to start:
+// two chains of four, exact in any order.
+inline __m512i dot8(__m512i start, const __m512i (&w)[8], const int8_t* x) {
+  __m512i s0 = start, s1 = _mm512_setzero_si512();
+  for (int k = 0; k < 8; k += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, w[k], _mm512_set1_epi32(load_word(x + 4 * k)));
+    s1 = _mm512_dpbusd_epi32(s1, w[k + 1], _mm512_set1_epi32(load_word(x + 4 * k + 4)));
+  }
+  return _mm512_add_epi32(s0, s1);
+}
+
 // Q4: 4 word vectors per block, each giving low nibbles (elements 4k..4k+3)
 // and high nibbles (16 + 4k..); Q8: 8 word vectors, elements 4k..4k+3.
 template <bool kQ4>
@@ -85,17 +96,9 @@ struct Packed {
         const int8_t* x = xb[t][b].qs;
         // Word j of the activations pairs with w[j] (q4: 0..3 low nibbles =
         // elements 0..15, 4..7 high = 16..31; q8: elements 4j..4j+3).
-        __m512i s0 = _mm512_set1_epi32(xp[t][b].corr), s1 = _mm512_setzero_si512();
-        s0 = _mm512_dpbusd_epi32(s0, w[0], _mm512_set1_epi32(load_word(x + 0)));
-        s1 = _mm512_dpbusd_epi32(s1, w[1], _mm512_set1_epi32(load_word(x + 4)));
-        s0 = _mm512_dpbusd_epi32(s0, w[2], _mm512_set1_epi32(load_word(x + 8)));
-        s1 = _mm512_dpbusd_epi32(s1, w[3], _mm512_set1_epi32(load_word(x + 12)));
-        s0 = _mm512_dpbusd_epi32(s0, w[4], _mm512_set1_epi32(load_word(x + 16)));
-        s1 = _mm512_dpbusd_epi32(s1, w[5], _mm512_set1_epi32(load_word(x + 20)));
-        s0 = _mm512_dpbusd_epi32(s0, w[6], _mm512_set1_epi32(load_word(x + 24)));
-        s1 = _mm512_dpbusd_epi32(s1, w[7], _mm512_set1_epi32(load_word(x + 28)));
+        const __m512i isum = dot8(_mm512_set1_epi32(xp[t][b].corr), w, x);
         const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xp[t][b].d));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), d, acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[t]);
       }
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
@@ -196,16 +199,8 @@ struct PackedQ4K {
           nib[k] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
         }
         for (int t = 0; t < T; ++t) {
-          const int8_t* x = xb[t][b].qs + 64 * j + 32 * hi;
-          __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[0], _mm512_set1_epi32(load_word(x)));
-          __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[1], _mm512_set1_epi32(load_word(x + 4)));
-          a0 = _mm512_dpbusd_epi32(a0, nib[2], _mm512_set1_epi32(load_word(x + 8)));
-          a1 = _mm512_dpbusd_epi32(a1, nib[3], _mm512_set1_epi32(load_word(x + 12)));
-          a0 = _mm512_dpbusd_epi32(a0, nib[4], _mm512_set1_epi32(load_word(x + 16)));
-          a1 = _mm512_dpbusd_epi32(a1, nib[5], _mm512_set1_epi32(load_word(x + 20)));
-          a0 = _mm512_dpbusd_epi32(a0, nib[6], _mm512_set1_epi32(load_word(x + 24)));
-          a1 = _mm512_dpbusd_epi32(a1, nib[7], _mm512_set1_epi32(load_word(x + 28)));
-          S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), sc[s]));
+          const __m512i isum = dot8(_mm512_setzero_si512(), nib, xb[t][b].qs + 64 * j + 32 * hi);
+          S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(isum, sc[s]));
         }
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));

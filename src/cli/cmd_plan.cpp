@@ -16,7 +16,7 @@ namespace {
 
 struct PlanArgs {
   std::string model;
-  int n_ctx = 4096, n_batch = 64, n_seq = 1, n_threads = 0;
+  int n_ctx = 4096, n_batch = 512, n_seq = 1, n_threads = 0;
   ExpertStoreOptions store;
 };
 

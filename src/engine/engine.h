@@ -30,7 +30,7 @@ struct EngineOptions {
   std::string model_path;
   int n_ctx = 4096;      // per sequence; 0: the model's training context
   int n_threads = 0;     // 0: all cores
-  int n_batch = 64;      // tokens per forward step in prefill
+  int n_batch = 512;     // tokens per forward step in prefill (each streamed expert is read once per step)
   int n_seq = 1;         // sequences decoded together (server slots)
   Precision precision = Precision::kNative;
   ExpertStoreOptions store;  // memory budget and expert streaming

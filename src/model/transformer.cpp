@@ -88,7 +88,7 @@ void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> out
   run_products(pool, p, outs, n, xq, xq_row_bytes, row_scratch, scratch_stride);
 }
 
-// The most experts moe_decode runs in one job (a bound for its stack arrays).
+// The most experts run_experts runs in one chunk (a bound for its stack arrays).
 constexpr int kMaxHeldExperts = 64;
 
 }  // namespace

@@ -243,6 +243,9 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
               format_size(p.budget).c_str(), static_cast<unsigned long long>(slots),
               format_size(base + slots * p.slab_bytes).c_str());
   p.all_experts_fit = slots == total_experts;
+  // Guessing the next layer's experts only pays when some must be read: with
+  // every expert resident it would cost a router product per layer per token.
+  p.prefetch = o.prefetch && !p.all_experts_fit;
 
   // Pin the hottest experts by history, at most half the slots beyond one
   // token's worth, so the cache still adapts to the text at hand.
@@ -349,7 +352,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
     so.n_slots = p.n_slots;
     so.pinned = p.pinned;
     so.policy = o.policy;
-    so.predict = o.prefetch;
+    so.predict = p.prefetch;
     so.o_direct = o.o_direct;
     so.io = o.io;
     so.io_depth = o.io_depth;

@@ -156,104 +156,7 @@ inline void store_tile(const __m512 (&acc)[R][T], float* y, size_t y_stride, boo
     }
 }
 
-// q4_0 and q8_0 run on packed row groups (avx512_packed.cpp).
-
-// ---- q4_K: one super-block (144 bytes, 256 weights) per step ----
-//
-// The 128 bytes of nibbles are two vectors; the low nibbles of the first hold
-// sub-blocks 0 and 2, its high nibbles 1 and 3 (4..7 likewise in the second),
-// so the activations are prepared in that order. vpmaddubsw pairs (|sum| <=
-// 2 * 15 * 127) meet each sub-block's 6-bit scale in vpdpwssd; the mins meet
-// the activations' sub-block sums in vpmaddwd. The scales are unpacked with
-// ggml's 32-bit mask arithmetic instead of per-byte branches.
-// Measured in L2 on one core: matvec 10.4 -> 17.1 GB/s, 16-token matmul
-// 39 -> 116 Gop/s, against the shared 256-bit kernel.
-
-struct Q4_KAct {
-  __m512i y[4];    // sub-blocks (0, 2), (1, 3), (4, 6), (5, 7), 32 bytes each
-  __m128i bsum32;  // the 8 sub-blocks' activation sums (int16)
-  float d;
-};
-
-inline Q4_KAct q4_k_act(const block_q8_K& x) {
-  Q4_KAct a;
-  auto ld = [&](int e) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + e)); };
-  a.y[0] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(0)), ld(64), 1);
-  a.y[1] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(32)), ld(96), 1);
-  a.y[2] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(128)), ld(192), 1);
-  a.y[3] = _mm512_inserti64x4(_mm512_castsi256_si512(ld(160)), ld(224), 1);
-  const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums));
-  // Adjacent pairs of the 16 sums of 16 -> 8 sums of 32, in order.
-  const __m256i pairs = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
-  a.bsum32 = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
-  a.d = x.d;
-  return a;
-}
-
-// Scales (bytes 0..7) and mins (bytes 8..15) of a q4_K block, 6 bits each.
-inline __m128i q4_k_scales_mins(const uint8_t* q) {
-  constexpr uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-  uint32_t u[4];
-  std::memcpy(u, q, 12);
-  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-  const uint32_t mins_lo = u[1] & kmask1;
-  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-  u[2] = mins_lo;
-  u[0] &= kmask1;
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(u));
-}
-
-struct Q4_KKernel {
-  using Act = Q4_KAct;
-  using XBlock = block_q8_K;
-  static constexpr int kBlocksPerStep = 1;
-  static constexpr int kSegSteps = 16;  // 4096 weights; 4 tokens: 20 KB
-  static constexpr int kBlockElems = kQK_K;
-  static constexpr size_t kBlockBytes = sizeof(block_q4_K);
-  static void prep(const XBlock* xb, int, Act& a) { a = q4_k_act(*xb); }
-
-  template <int R, int T>
-  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb,
-                   float* y, size_t y_stride, bool accumulate) {
-    __m512 acc[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    // 16-bit lanes of each y vector -> the sub-block whose scale they take.
-    const __m512i sel[4] = {_mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1),
-                            _mm512_inserti64x4(_mm512_set1_epi16(1), _mm256_set1_epi16(3), 1),
-                            _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1),
-                            _mm512_inserti64x4(_mm512_set1_epi16(5), _mm256_set1_epi16(7), 1)};
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int r = 0; r < R; ++r) {
-        const auto* blk = reinterpret_cast<const block_q4_K*>(w + r * w_stride) + b;
-        prefetch_ahead(blk, 3);
-        const __m256i sm16 = _mm256_cvtepu8_epi16(q4_k_scales_mins(blk->scales));
-        const __m512i sm = _mm512_castsi256_si512(sm16);
-        const __m128i mins = _mm256_extracti128_si256(sm16, 1);
-        const __m512i q0 = _mm512_loadu_si512(blk->qs), q1 = _mm512_loadu_si512(blk->qs + 64);
-        const __m512i u[4] = {
-            _mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
-            _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
-        __m512i sc[4];
-        for (int k = 0; k < 4; ++k) sc[k] = _mm512_permutexvar_epi16(sel[k], sm);
-        const float dw = h2f(blk->d), dmin = h2f(blk->dmin);
-        for (int t = 0; t < T; ++t) {
-          const Q4_KAct& a = act[t][b];
-          __m512i isum = _mm512_setzero_si512();
-          for (int k = 0; k < 4; ++k)
-            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[k], a.y[k]), sc[k]);
-          const __m512i msum = _mm512_zextsi128_si512(_mm_madd_epi16(mins, a.bsum32));
-          acc[r][t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * a.d), acc[r][t]);
-          acc[r][t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_set1_ps(-dmin * a.d), acc[r][t]);
-        }
-      }
-    }
-    store_tile<R, T>(acc, y, y_stride, accumulate);
-  }
-};
+// q4_0, q8_0 and q4_K run on packed row groups (avx512_packed.cpp).
 
 // ---- q6_K: one super-block (210 bytes, 256 weights) per step ----
 //
@@ -407,8 +310,6 @@ void add_avx512_kernels(KernelTable& t) {
   t.dot[slot(DType::F32)] = dot_f32_512;
   t.dot[slot(DType::F16)] = dot_f16_512;
   t.dot[slot(DType::BF16)] = dot_bf16_512;
-  t.dot[slot(DType::Q4_K)] = PreparedFamily<Q4_KKernel>::dot;
-  t.tile[slot(DType::Q4_K)] = PreparedFamily<Q4_KKernel>::tile;
   t.dot[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel>::dot;
   t.tile[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel>::tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);

@@ -1,6 +1,11 @@
 // A heap buffer aligned for SIMD loads and O_DIRECT reads. Sized once (from the
-// model config) and reused: the decode loop never allocates.
+// model config) and reused: the decode loop never allocates. Large buffers
+// (the KV cache) are fresh anonymous mappings, zero without being written, so
+// their pages cost nothing until used: a 40k-token cache does not make the
+// first token wait for hundreds of megabytes of page faults.
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdlib>
@@ -23,19 +28,24 @@ class AlignedBuffer {
     swap(o);
     return *this;
   }
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { release(); }
 
   // Discards the contents; new elements are zeroed.
   void resize(size_t n) {
-    std::free(data_);
-    data_ = nullptr;
-    size_ = 0;
+    release();
     if (n == 0) return;
-    size_t bytes = (n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
-    data_ = static_cast<T*>(std::aligned_alloc(kAlign, bytes));
-    if (!data_) throw std::bad_alloc();
-    __builtin_memset(static_cast<void*>(data_), 0, bytes);
+    const size_t bytes = (n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+    if (bytes >= kMapBytes) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      data_ = static_cast<T*>(p);
+    } else {
+      data_ = static_cast<T*>(std::aligned_alloc(kAlign, bytes));
+      if (!data_) throw std::bad_alloc();
+      __builtin_memset(static_cast<void*>(data_), 0, bytes);
+    }
     size_ = n;
+    bytes_ = bytes;
   }
 
   T* data() { return data_; }
@@ -45,12 +55,23 @@ class AlignedBuffer {
   const T& operator[](size_t i) const { return data_[i]; }
 
  private:
+  static constexpr size_t kMapBytes = 1u << 20;
+
+  void release() {
+    if (data_ && bytes_ >= kMapBytes)
+      munmap(data_, bytes_);
+    else
+      std::free(data_);
+    data_ = nullptr;
+    size_ = bytes_ = 0;
+  }
   void swap(AlignedBuffer& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
+    std::swap(bytes_, o.bytes_);
   }
   T* data_ = nullptr;
-  size_t size_ = 0;
+  size_t size_ = 0, bytes_ = 0;
 };
 
 }  // namespace colibri

@@ -1,9 +1,12 @@
 #include "base/sys.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace colibri {
@@ -37,6 +40,24 @@ void drop_file_cache(int fd, uint64_t offset, uint64_t length) {
   constexpr uint64_t kFolio = 2u << 20;
   const uint64_t a = offset / kFolio * kFolio, b = (offset + length + kFolio - 1) / kFolio * kFolio;
   posix_fadvise(fd, static_cast<off_t>(a), static_cast<off_t>(b - a), POSIX_FADV_DONTNEED);
+}
+
+bool direct_reads_work(int fd) {
+  constexpr size_t kPage = 4096;
+  void* buf = std::aligned_alloc(kPage, kPage);
+  const bool ok = buf && pread(fd, buf, kPage, 0) >= 0;
+  std::free(buf);
+  return ok;
+}
+
+void populate_pages(void* p, size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
+#endif
+  if (bytes == 0 || madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* b = static_cast<volatile uint8_t*>(p);
+  for (size_t i = 0; i < bytes; i += page) b[i] = b[i];
 }
 
 }  // namespace colibri

@@ -19,5 +19,12 @@ double now_seconds();
 // reads stayed cached before the widening). Neighbouring pages dropped too are
 // only read again if something wants them.
 void drop_file_cache(int fd, uint64_t offset, uint64_t length);
+// Whether O_DIRECT reads work on fd, opened with O_DIRECT (some file systems
+// accept the flag at open and refuse the reads).
+bool direct_reads_work(int fd);
+// Makes [p, p + bytes) of a private anonymous mapping resident and writable
+// now (MADV_POPULATE_WRITE, or a write per page where the kernel lacks it),
+// so later reads into it, O_DIRECT ones included, do not fault page by page.
+void populate_pages(void* p, size_t bytes);
 
 }  // namespace colibri

@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
@@ -19,10 +23,15 @@ namespace colibri {
 
 namespace {
 
-constexpr size_t kAlign = 64;
-// Read in chunks and drop each from the page cache at once, so a large
-// embedding table never sits in the page cache whole.
+constexpr size_t kPage = 4096;  // O_DIRECT alignment
+// Reads are at most this long: several in flight keep the disk busy, and with
+// buffered reads each chunk leaves the page cache at once, so a large
+// embedding table never sits there whole.
 constexpr size_t kChunk = 8u << 20;
+constexpr int kMaxReaders = 4;
+
+uint64_t page_down(uint64_t x) { return x / kPage * kPage; }
+uint64_t page_up(uint64_t x) { return (x + kPage - 1) / kPage * kPage; }
 
 // One dense tensor: its bytes in the file and every view that shows it (a
 // tied output shares the embedding).
@@ -59,6 +68,35 @@ std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w) {
   return out;
 }
 
+// The file pages covering ranges [first, last) (sorted), read as one piece
+// into the arena at `at`: each range lands at at + (offset - file_begin), so
+// a page-aligned read (O_DIRECT) puts every tensor in place.
+struct Span {
+  uint64_t file_begin = 0, file_end = 0;
+  size_t at = 0;
+  size_t first = 0, last = 0;
+};
+
+std::vector<Span> layout(const std::vector<Range>& ranges, size_t* total) {
+  std::vector<Span> spans;
+  *total = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const uint64_t b = page_down(ranges[i].offset), e = page_up(ranges[i].offset + ranges[i].bytes);
+    if (!spans.empty() && b <= spans.back().file_end) {  // shares or touches the span's pages
+      Span& sp = spans.back();
+      if (e > sp.file_end) {
+        *total += e - sp.file_end;
+        sp.file_end = e;
+      }
+      sp.last = i + 1;
+      continue;
+    }
+    spans.push_back({b, e, *total, i, i + 1});
+    *total += e - b;
+  }
+  return spans;
+}
+
 }  // namespace
 
 DenseArena::~DenseArena() {
@@ -66,16 +104,15 @@ DenseArena::~DenseArena() {
 }
 
 uint64_t DenseArena::bytes_needed(const GgufFile& f, const ModelWeights& w) {
-  uint64_t total = 0;
-  for (const Range& r : dense_ranges(f, const_cast<ModelWeights&>(w)))
-    total += (r.bytes + kAlign - 1) / kAlign * kAlign;
+  size_t total = 0;
+  layout(dense_ranges(f, const_cast<ModelWeights&>(w)), &total);
   return total;
 }
 
 DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w) {
   std::vector<Range> ranges = dense_ranges(f, w);
   size_t total = 0;
-  for (const Range& r : ranges) total += (r.bytes + kAlign - 1) / kAlign * kAlign;
+  const std::vector<Span> spans = layout(ranges, &total);
   DenseArena a;
   if (total == 0) return a;
   void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -84,41 +121,101 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w) {
   a.data_ = static_cast<uint8_t*>(p);
   a.bytes_ = total;
 
-  const int fd = open(f.name().c_str(), O_RDONLY | O_CLOEXEC);
-  CLB_CHECK(fd >= 0, "%s: %s", f.name().c_str(), std::strerror(errno));
+  const std::string& path = f.name();
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CLB_CHECK(fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
+  // Around the page cache where the file system allows: no copy, nothing to
+  // drop, and the budget never sees a second copy.
+  int direct_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (direct_fd >= 0 && !direct_reads_work(direct_fd)) {
+    close(direct_fd);
+    direct_fd = -1;
+  }
   struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
+    int fd, direct_fd;
+    ~Closer() {
+      close(fd);
+      if (direct_fd >= 0) close(direct_fd);
+    }
+  } closer{fd, direct_fd};
   const off_t size = lseek(fd, 0, SEEK_END);
   CLB_CHECK(size == static_cast<off_t>(f.file_size()),
             "%s: the file is %lld bytes, not the %zu it had when opened: it changed underneath",
-            f.name().c_str(), static_cast<long long>(size), f.file_size());
-  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  size_t at = 0;
-  for (Range& r : ranges) {
-    uint8_t* dst = a.data_ + at;
-    for (size_t done = 0; done < r.bytes;) {
-      const size_t want = std::min(kChunk, r.bytes - done);
-      ssize_t n = pread(fd, dst + done, want, static_cast<off_t>(r.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      CLB_CHECK(n > 0, "%s: reading %zu bytes at offset %llu: %s", f.name().c_str(), want,
-                static_cast<unsigned long long>(r.offset + done),
-                n < 0 ? std::strerror(errno) : "the file ended early (truncated?)");
-      drop_file_cache(fd, r.offset + done, static_cast<uint64_t>(n));
-      done += static_cast<size_t>(n);
+            path.c_str(), static_cast<long long>(size), f.file_size());
+  if (direct_fd < 0) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+
+  // The reads, cut in chunks and shared by a few threads: while one waits on
+  // the disk another faults in its pages (first touch of fresh memory costs
+  // CPU) and packs the matrices whose bytes are all in.
+  struct Chunk {
+    uint64_t offset;
+    size_t length, at;
+    size_t span;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < spans.size(); ++i)
+    for (uint64_t o = spans[i].file_begin; o < spans[i].file_end; o += kChunk)
+      chunks.push_back({o, static_cast<size_t>(std::min<uint64_t>(kChunk, spans[i].file_end - o)),
+                        spans[i].at + (o - spans[i].file_begin), i});
+  std::vector<std::atomic<size_t>> left(spans.size());  // chunks of each span not read yet
+  for (const Chunk& c : chunks) left[c.span].fetch_add(1, std::memory_order_relaxed);
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::string error;
+  auto pack_span = [&](const Span& sp) {
+    for (size_t i = sp.first; i < sp.last; ++i) {
+      Range& r = ranges[i];
+      uint8_t* dst = a.data_ + sp.at + (r.offset - sp.file_begin);
+      // Matrices the kernels read packed (tensor/ops.h packs) are packed now, once.
+      const TensorView& v0 = *r.views.front();
+      const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());
+      if (pack) pack_rows(v0.type, dst, v0.n_rows(), v0.ne[0]);
+      for (TensorView* v : r.views) {
+        v->data = dst;
+        v->packed = pack;
+      }
     }
-    // Matrices the kernels read packed are packed now, once (tensor/ops.h).
-    const TensorView& v0 = *r.views.front();
-    const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());
-    if (pack) pack_rows(v0.type, dst, v0.n_rows(), v0.ne[0]);
-    for (TensorView* v : r.views) {
-      v->data = dst;
-      v->packed = pack;
+  };
+  auto reader = [&] {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error.empty()) return;
+      }
+      const size_t k = next.fetch_add(1);
+      if (k >= chunks.size()) return;
+      const Chunk& c = chunks[k];
+      // The file's last page may be partial: only the bytes up to its end must come.
+      const uint64_t need = std::min<uint64_t>(c.offset + c.length, f.file_size()) - c.offset;
+      uint64_t done = 0;
+      while (done < need) {
+        const ssize_t n = pread(direct_fd >= 0 ? direct_fd : fd, a.data_ + c.at + done, c.length - done,
+                                static_cast<off_t>(c.offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (error.empty())
+            error = strprintf("%s: reading %zu bytes at offset %llu: %s", path.c_str(), c.length,
+                              static_cast<unsigned long long>(c.offset + done),
+                              n < 0 ? std::strerror(errno) : "the file ended early (truncated?)");
+          return;
+        }
+        done += static_cast<uint64_t>(n);
+      }
+      if (direct_fd < 0) drop_file_cache(fd, c.offset, c.length);
+      if (left[c.span].fetch_sub(1) == 1) pack_span(spans[c.span]);
     }
-    at += (r.bytes + kAlign - 1) / kAlign * kAlign;
-  }
-  // Whatever read-ahead brought in past the last range goes too.
+  };
+  const int n_threads = static_cast<int>(
+      std::clamp<size_t>(std::min<size_t>(chunks.size(), std::thread::hardware_concurrency()), 1,
+                         kMaxReaders));
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < n_threads; ++t) helpers.emplace_back(reader);
+  reader();
+  for (std::thread& t : helpers) t.join();
+  CLB_CHECK(error.empty(), "%s", error.c_str());
+  // Whatever read-ahead brought in goes too (also the mapping's, from parsing
+  // the header).
   posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   return a;
 }

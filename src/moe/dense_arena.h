@@ -1,11 +1,14 @@
 // The dense weights, copied out of the model file into anonymous memory.
 //
-// Every view of ModelWeights but the expert stacks is read with pread into one
-// arena and re-pointed there; the file ranges are then dropped from the page
-// cache. After this nothing dense is read through the mapping, so the page
-// cache holds no second copy the budget does not count. Matrices of a type
-// the kernels read packed (tensor/ops.h packs) are packed in place as they
-// arrive.
+// Every view of ModelWeights but the expert stacks is read into one arena and
+// re-pointed there. The file pages covering neighbouring tensors are read as
+// one span, in chunks shared by a few threads, with O_DIRECT where the file
+// system allows (each tensor then sits in the arena at its offset within the
+// page, so GGUF's alignment, 32 bytes by default, is kept); otherwise with
+// buffered reads dropped from the page cache chunk by chunk. After this
+// nothing dense is read through the mapping, so the page cache holds no second
+// copy the budget does not count. Matrices of a type the kernels read packed
+// (tensor/ops.h packs) are packed in place once their span is in.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +33,7 @@ class DenseArena {
 
   size_t bytes() const { return bytes_; }
 
-  // Bytes the arena for w would take (each tensor 64-byte aligned).
+  // Bytes the arena for w takes (the file pages covering its tensors).
   static uint64_t bytes_needed(const GgufFile& f, const ModelWeights& w);
   // Reads w's dense tensors from f's file and re-points w's views. Throws
   // Error (file changed, short read).

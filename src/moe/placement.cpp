@@ -343,7 +343,8 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
                                                uint64_t other_bytes, Plan* plan_out) {
   CLB_CHECK(f.fd() >= 0, "%s: placement needs a model read from a file", f.name().c_str());
   Plan p = make_plan(o, f, cfg, w, other_bytes);
-  DenseArena arena = DenseArena::load(f, w);
+  // The expert store first: its pool faults in (and its hot set loads) while
+  // the dense weights are read.
   std::unique_ptr<ExpertStore> inner;
   if (p.n_moe_layers == 0) {
     inner = std::make_unique<MappedExpertStore>(w.experts);
@@ -372,6 +373,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
     }
     inner = std::move(s);
   }
+  DenseArena arena = DenseArena::load(f, w);
   if (plan_out) *plan_out = p;
   return std::make_unique<PlacedStore>(std::move(arena), std::move(inner));
 }

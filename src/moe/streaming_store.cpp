@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,15 +33,6 @@ void layer_parts(const ExpertTensors& t, Part out[3]) {
   out[0] = {&t.gate_exps, t.gate_offset};
   out[1] = {&t.up_exps, t.up_offset};
   out[2] = {&t.down_exps, t.down_offset};
-}
-
-// Whether O_DIRECT reads work on this file (some file systems accept the flag
-// at open and refuse the reads).
-bool direct_reads_work(int fd) {
-  void* buf = std::aligned_alloc(kPage, kPage);
-  const bool ok = pread(fd, buf, kPage, 0) >= 0;
-  std::free(buf);
-  return ok;
 }
 
 }  // namespace
@@ -117,6 +109,12 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   CLB_CHECK(p != MAP_FAILED, "cannot reserve %zu bytes for %d expert slots: %s", pool_bytes_,
             n_total, std::strerror(errno));
   pool_ = static_cast<uint8_t*>(p);
+  populate_ = std::jthread([this](std::stop_token stop) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // this thread only (Linux)
+    constexpr size_t kChunk = 8u << 20;
+    for (size_t at = 0; at < pool_bytes_ && !stop.stop_requested(); at += kChunk)
+      populate_pages(pool_ + at, std::min(kChunk, pool_bytes_ - at));
+  });
   slots_.resize(n_total);
   ops_.resize(static_cast<size_t>(n_total) * kParts);
   where_.assign(n_keys, -1);
@@ -147,6 +145,8 @@ StreamingExpertStore::~StreamingExpertStore() {
     cv_.wait(lock, [&] { return loading_ == 0; });
   }
   io_.reset();
+  populate_.request_stop();
+  if (populate_.joinable()) populate_.join();
   if (pool_) munmap(pool_, pool_bytes_);
   if (fd_ >= 0) close(fd_);
   if (direct_fd_ >= 0) close(direct_fd_);

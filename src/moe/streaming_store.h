@@ -11,6 +11,9 @@
 // 32-byte aligned); buffered reads are dropped from the page cache once
 // copied (fadvise DONTNEED), so the budget also bounds the page cache we add.
 //
+// The pool is faulted in on a background thread from the start (see
+// populate_).
+//
 // Thread safety: acquire/release/prefetch come from the forward pass's thread;
 // completions arrive on I/O threads; one mutex guards the slot table.
 #pragma once
@@ -22,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "moe/cache_policy.h"
@@ -114,6 +118,11 @@ class StreamingExpertStore : public ExpertStore {
   size_t slot_bytes_ = 0;
   uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
   size_t pool_bytes_ = 0;
+  // Faults the pool in, slot order (the order empty slots are filled), at low
+  // priority from the start: first touch of fresh memory costs as much CPU as
+  // a fast disk read of it, better spent while the dense weights load than on
+  // the I/O threads once the prompt waits for experts.
+  std::jthread populate_;
   std::vector<Slot> slots_;       // pinned first
   std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot
   std::vector<int32_t> where_;    // (n_layer, n_expert) -> slot or -1

@@ -1,7 +1,7 @@
 // A fixed pool of worker threads for data-parallel loops.
 //
-// parallel_for splits [0, n) into a few chunks per thread and returns when
-// all are done. The job is passed by reference (no std::function, no
+// parallel_for splits [0, n) into chunks, large first and smaller towards the
+// end, and returns when all are done. The job is passed by reference (no std::function, no
 // allocation per call), so it is usable in the decode loop.
 //
 // Chunks are claimed from a shared counter rather than assigned: a thread that
@@ -61,12 +61,12 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  // (job << 32) | chunks not yet claimed. A claim is a compare-exchange that
+  // (job << 32) | blocks of grain_ not yet claimed. A claim is a compare-exchange that
   // also checks the job, so a thread arriving late never takes a chunk of a
   // later job by mistake, and the job's fields below cannot change under a
   // thread that holds a claimed chunk (the job is not done until it finishes).
   alignas(64) std::atomic<uint64_t> claim_{0};
-  alignas(64) std::atomic<int64_t> done_{0};  // chunks finished in this job
+  alignas(64) std::atomic<int64_t> done_{0};  // blocks finished in this job
   alignas(64) std::atomic<bool> stop_{false};
   std::atomic<int> sleeping_{0};
   std::mutex mu_;
@@ -77,7 +77,7 @@ class ThreadPool {
   void* ctx_ = nullptr;
   int64_t n_ = 0;
   int64_t grain_ = 1;
-  int64_t n_chunks_ = 0;
+  int64_t n_blocks_ = 0;
 };
 
 }  // namespace colibri

@@ -24,7 +24,7 @@ void add_store_flags(CLI::App* app, ExpertStoreOptions* o) {
                 "load the experts the next layer's router predicts while this layer computes")
       ->capture_default_str();
   app->add_flag("--o-direct,!--no-o-direct", o->o_direct,
-                "read experts with O_DIRECT (else buffered reads dropped from the page cache)")
+                "read weights with O_DIRECT (else buffered reads dropped from the page cache)")
       ->capture_default_str();
   app->add_option("--io", o->io, "I/O engine")
       ->check(CLI::IsMember({"uring", "pread"}))

@@ -109,7 +109,7 @@ uint64_t DenseArena::bytes_needed(const GgufFile& f, const ModelWeights& w) {
   return total;
 }
 
-DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w) {
+DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
   std::vector<Range> ranges = dense_ranges(f, w);
   size_t total = 0;
   const std::vector<Span> spans = layout(ranges, &total);
@@ -126,7 +126,7 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w) {
   CLB_CHECK(fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
   // Around the page cache where the file system allows: no copy, nothing to
   // drop, and the budget never sees a second copy.
-  int direct_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  int direct_fd = o_direct ? open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
   if (direct_fd >= 0 && !direct_reads_work(direct_fd)) {
     close(direct_fd);
     direct_fd = -1;

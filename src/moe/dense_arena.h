@@ -37,7 +37,8 @@ class DenseArena {
   static uint64_t bytes_needed(const GgufFile& f, const ModelWeights& w);
   // Reads w's dense tensors from f's file and re-points w's views. Throws
   // Error (file changed, short read).
-  static DenseArena load(const GgufFile& f, ModelWeights& w);
+  // o_direct: read around the page cache where the file system allows.
+  static DenseArena load(const GgufFile& f, ModelWeights& w, bool o_direct = true);
 
  private:
   void swap(DenseArena& o) noexcept {

@@ -373,7 +373,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
     }
     inner = std::move(s);
   }
-  DenseArena arena = DenseArena::load(f, w);
+  DenseArena arena = DenseArena::load(f, w, o.o_direct);
   if (plan_out) *plan_out = p;
   return std::make_unique<PlacedStore>(std::move(arena), std::move(inner));
 }

@@ -31,7 +31,7 @@ struct ExpertStoreOptions {
   bool prefetch = true;     // load the next layer's predicted experts early
   // Defaults measured here (docs/STREAMING.md): O_DIRECT with pread threads
   // was fastest; O_DIRECT falls back to buffered reads where unsupported.
-  bool o_direct = true;     // read experts with O_DIRECT (else buffered + fadvise DONTNEED)
+  bool o_direct = true;     // read experts and dense weights with O_DIRECT (else buffered + fadvise DONTNEED)
   std::string io = "pread"; // "uring" | "pread"
   int io_depth = 32;        // reads in flight (pread: threads, at most 16)
   std::string history_dir;  // "": $XDG_CACHE_HOME/colibri or ~/.cache/colibri

@@ -1,12 +1,15 @@
 // ThreadPool::parallel_for: every index runs exactly once, in chunks that are
 // whole multiples of the grain, on thread indices that are in range and never
 // run two chunks at once; many short jobs in a row (the decode pattern) and
-// more threads than cores (chunks claimed by whoever runs) stay correct.
+// more threads than cores (chunks claimed by whoever runs) stay correct, and
+// so do jobs of changing sizes while the threads are preempted.
 #include "base/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <thread>
 #include <vector>
 
 namespace colibri {
@@ -51,6 +54,36 @@ TEST(ThreadPool, ManyShortJobsInARow) {
     });
     for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(out[i], job) << "job " << job << " index " << i;
   }
+}
+
+// Jobs of changing sizes back to back while another thread competes for the
+// cores: a worker that read the state of a job just finished must not claim
+// a chunk with the next job's sizes (a claim decided from the job's fields
+// instead of the shared counter did, and counted blocks twice or hung).
+TEST(ThreadPool, JobsOfChangingSizeUnderPreemption) {
+  std::atomic<bool> stop{false};
+  std::thread noise([&] {
+    while (!stop.load()) {
+      double x = 0;
+      for (int i = 0; i < 20000; ++i) x = x + i;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (x < 0) std::abort();
+      std::this_thread::yield();
+    }
+  });
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    uint32_t r = 12345;
+    for (int job = 0; job < 50000; ++job) {
+      r = r * 1664525u + 1013904223u;
+      const int64_t n = 1 + (r >> 8) % 3000, grain = 1 + (r >> 20) % 48;
+      std::atomic<int64_t> covered{0};
+      pool.parallel_for(n, grain, [&](int64_t b, int64_t e, int) { covered.fetch_add(e - b); });
+      ASSERT_EQ(covered.load(), n) << "job " << job << " with " << threads << " threads, grain " << grain;
+    }
+  }
+  stop = true;
+  noise.join();
 }
 
 TEST(ThreadPool, SmallWorkStaysOnTheCaller) {

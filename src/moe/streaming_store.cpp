@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -112,8 +113,16 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   populate_ = std::jthread([this](std::stop_token stop) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // this thread only (Linux)
     constexpr size_t kChunk = 8u << 20;
-    for (size_t at = 0; at < pool_bytes_ && !stop.stop_requested(); at += kChunk)
-      populate_pages(pool_ + at, std::min(kChunk, pool_bytes_ - at));
+    for (size_t at = 0; at < pool_bytes_ && !stop.stop_requested();) {
+      const size_t ahead = frontier_.load(std::memory_order_relaxed) * slot_bytes_ + kPopulateAhead;
+      if (at >= ahead) {  // far enough ahead of the slots in use
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        continue;
+      }
+      const size_t n = std::min({kChunk, pool_bytes_ - at, ahead - at});
+      populate_pages(pool_ + at, n);
+      at += n;
+    }
   });
   slots_.resize(n_total);
   ops_.resize(static_cast<size_t>(n_total) * kParts);
@@ -221,6 +230,8 @@ int StreamingExpertStore::pick_victim(bool for_prefetch) const {
 
 void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch) {
   check_file();
+  if (static_cast<size_t>(slot) >= frontier_.load(std::memory_order_relaxed))
+    frontier_.store(static_cast<size_t>(slot) + 1, std::memory_order_relaxed);
   Slot& s = slots_[slot];
   if (s.key >= 0) {
     where_[s.key] = -1;

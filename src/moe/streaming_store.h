@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -118,10 +119,14 @@ class StreamingExpertStore : public ExpertStore {
   size_t slot_bytes_ = 0;
   uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
   size_t pool_bytes_ = 0;
-  // Faults the pool in, slot order (the order empty slots are filled), at low
-  // priority from the start: first touch of fresh memory costs as much CPU as
-  // a fast disk read of it, better spent while the dense weights load than on
-  // the I/O threads once the prompt waits for experts.
+  // Faults the pool in, in slot order (the order empty slots are filled), at
+  // low priority, up to kPopulateAhead past the highest slot a load has used:
+  // first touch of fresh memory costs about as much CPU as a fast disk read of
+  // it, better spent while the dense weights load and ahead of the I/O
+  // threads than on them once the prompt waits for experts, and no further
+  // ahead than the loads need (slots a short run never uses stay untouched).
+  static constexpr size_t kPopulateAhead = size_t{1} << 30;
+  std::atomic<size_t> frontier_{0};  // 1 + the highest slot index loaded so far
   std::jthread populate_;
   std::vector<Slot> slots_;       // pinned first
   std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot

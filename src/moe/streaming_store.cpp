@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -114,10 +113,13 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // this thread only (Linux)
     constexpr size_t kChunk = 8u << 20;
     for (size_t at = 0; at < pool_bytes_ && !stop.stop_requested();) {
-      const size_t ahead = frontier_.load(std::memory_order_relaxed) * slot_bytes_ + kPopulateAhead;
-      if (at >= ahead) {  // far enough ahead of the slots in use
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        continue;
+      size_t ahead;
+      {
+        // Far enough ahead of the slots in use: wait for loads to move on.
+        std::unique_lock<std::mutex> lock(populate_mu_);
+        if (!populate_cv_.wait(lock, stop, [&] { return frontier_ * slot_bytes_ + kPopulateAhead > at; }))
+          return;
+        ahead = frontier_ * slot_bytes_ + kPopulateAhead;
       }
       const size_t n = std::min({kChunk, pool_bytes_ - at, ahead - at});
       populate_pages(pool_ + at, n);
@@ -230,8 +232,13 @@ int StreamingExpertStore::pick_victim(bool for_prefetch) const {
 
 void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch) {
   check_file();
-  if (static_cast<size_t>(slot) >= frontier_.load(std::memory_order_relaxed))
-    frontier_.store(static_cast<size_t>(slot) + 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(populate_mu_);
+    if (static_cast<size_t>(slot) >= frontier_) {
+      frontier_ = static_cast<size_t>(slot) + 1;
+      populate_cv_.notify_one();
+    }
+  }
   Slot& s = slots_[slot];
   if (s.key >= 0) {
     where_[s.key] = -1;

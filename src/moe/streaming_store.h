@@ -20,7 +20,6 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -126,7 +125,9 @@ class StreamingExpertStore : public ExpertStore {
   // threads than on them once the prompt waits for experts, and no further
   // ahead than the loads need (slots a short run never uses stay untouched).
   static constexpr size_t kPopulateAhead = size_t{1} << 30;
-  std::atomic<size_t> frontier_{0};  // 1 + the highest slot index loaded so far
+  std::mutex populate_mu_;
+  std::condition_variable_any populate_cv_;
+  size_t frontier_ = 0;  // 1 + the highest slot index loaded so far (under populate_mu_)
   std::jthread populate_;
   std::vector<Slot> slots_;       // pinned first
   std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot

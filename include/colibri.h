@@ -31,10 +31,16 @@ typedef enum {
   COLIBRI_PRECISION_REFERENCE = 1 /* weights dequantized to F32, F32 products */
 } colibri_precision;
 
+typedef enum {
+  COLIBRI_KV_F16 = 0, /* half the memory (llama.cpp's default) */
+  COLIBRI_KV_F32 = 1  /* the products exactly as computed */
+} colibri_kv_type;
+
 typedef struct {
   int32_t n_ctx;     /* context length in tokens; 0: the model's */
   int32_t n_threads; /* 0: all cores */
   int32_t precision; /* colibri_precision */
+  int32_t kv_type;   /* colibri_kv_type: how the KV cache stores keys and values */
 } colibri_options;
 
 typedef struct {

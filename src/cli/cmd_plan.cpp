@@ -8,6 +8,7 @@
 #include "cli/store_flags.h"
 #include "formats/gguf.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/weights.h"
 
 namespace colibri::cli {
@@ -17,6 +18,7 @@ namespace {
 struct PlanArgs {
   std::string model;
   int n_ctx = 4096, n_batch = 512, n_seq = 1, n_threads = 0;
+  DType kv_type = DType::F16;
   ExpertStoreOptions store;
 };
 
@@ -27,12 +29,13 @@ int plan(const PlanArgs& a) {
   const int n_ctx = a.n_ctx > 0 ? a.n_ctx : cfg.n_ctx_train;
   const int threads = a.n_threads > 0 ? a.n_threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const uint64_t other = runtime_bytes_estimate(cfg, n_ctx, a.n_batch, std::max(a.n_seq, 1), threads);
+  const uint64_t other = runtime_bytes_estimate(cfg, n_ctx, a.n_batch, std::max(a.n_seq, 1), threads,
+                                                static_cast<int>(KVCache::element_bytes(a.kv_type)));
   Plan p = make_plan(a.store, *f, cfg, w, other);
   std::printf("model: %s (%s)\n%s\n", a.model.c_str(),
               format_size(static_cast<double>(f->file_size())).c_str(), cfg.describe().c_str());
-  std::printf("KV cache and scratch for %d tokens of context, batches of %d, %d threads\n", n_ctx,
-              a.n_batch, threads);
+  std::printf("KV cache (%s) and scratch for %d tokens of context, batches of %d, %d threads\n",
+              dtype_name(a.kv_type), n_ctx, a.n_batch, threads);
   std::fputs(p.describe().c_str(), stdout);
   return 0;
 }
@@ -49,6 +52,7 @@ Runner add_plan(CLI::App& app) {
   c->add_option("-b,--batch-size", a->n_batch, "tokens per forward step in prefill")->capture_default_str();
   c->add_option("--parallel", a->n_seq, "sequences decoded together")->capture_default_str();
   c->add_option("-t,--threads", a->n_threads, "threads (0: all cores)")->capture_default_str();
+  add_kv_type_flag(c, &a->kv_type);
   add_store_flags(c, &a->store);
   return [a] { return plan(*a); };
 }

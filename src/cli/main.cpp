@@ -10,6 +10,14 @@
 
 namespace colibri::cli {
 
+void add_kv_type_flag(CLI::App* app, DType* t) {
+  static std::map<std::string, DType> kTypes = {{"f16", DType::F16}, {"f32", DType::F32}};
+  app->add_option("--kv-type", *t,
+                  "KV cache storage: f16 (half the memory, as llama.cpp) or f32 (the exact products)")
+      ->transform(CLI::CheckedTransformer(kTypes, CLI::ignore_case))
+      ->default_str("f16");
+}
+
 void add_engine_flags(CLI::App* app, EngineOptions* o) {
   app->add_option("-m,--model", o->model_path, "model file (GGUF)")->required();
   app->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens (0: the model's)")
@@ -24,6 +32,7 @@ void add_engine_flags(CLI::App* app, EngineOptions* o) {
                   "reference: weights dequantized to F32")
       ->transform(CLI::CheckedTransformer(kPrecisions, CLI::ignore_case))
       ->default_str("native");
+  add_kv_type_flag(app, &o->kv_type);
   add_store_flags(app, &o->store);
   // The kernels are chosen once for the process; this overrides the choice
   // (scalar: the reference kernels, to compare or to rule the SIMD out).

@@ -29,9 +29,10 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
   // memory, routed experts behind the store (streamed from disk when they do
   // not all fit). Rewrites weights_' views, so it comes before the transformer.
   const uint64_t runtime =
-      runtime_bytes_estimate(cfg_, n_ctx, o.n_batch, std::max(o.n_seq, 1), threads);
+      runtime_bytes_estimate(cfg_, n_ctx, o.n_batch, std::max(o.n_seq, 1), threads,
+                             static_cast<int>(KVCache::element_bytes(o.kv_type)));
   store_ = make_expert_store(o.store, *file_, cfg_, weights_, runtime, &plan_);
-  kv_ = std::make_unique<KVCache>(cfg_, n_ctx, std::max(o.n_seq, 1));
+  kv_ = std::make_unique<KVCache>(cfg_, n_ctx, std::max(o.n_seq, 1), o.kv_type);
   transformer_ = std::make_unique<Transformer>(cfg_, weights_, *store_, *pool_, o.precision,
                                                o.n_batch, n_ctx);
   logits_.resize(cfg_.n_vocab);

@@ -33,6 +33,7 @@ struct EngineOptions {
   int n_batch = 512;     // tokens per forward step in prefill (each streamed expert is read once per step)
   int n_seq = 1;         // sequences decoded together (server slots)
   Precision precision = Precision::kNative;
+  DType kv_type = DType::F16;  // KV cache storage: F16 (llama.cpp's default) or F32
   ExpertStoreOptions store;  // memory budget and expert streaming
 };
 

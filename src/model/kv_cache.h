@@ -1,5 +1,8 @@
 // The attention key/value cache, allocated once for n_seq sequences of n_ctx
-// positions. F32, like the reference outputs we compare with.
+// positions, stored as F16 (half the memory and half the reads of attention,
+// llama.cpp's default) or F32 (what the reference outputs we compare with
+// used). Rows are written as F32 and rounded to nearest-even on the way in;
+// the attention kernels read either type (tensor/ops.h attend).
 #pragma once
 
 #include <cstdint>
@@ -7,28 +10,37 @@
 #include "base/aligned_buffer.h"
 #include "base/error.h"
 #include "model/config.h"
+#include "tensor/dtype.h"
 
 namespace colibri {
 
 class KVCache {
  public:
-  KVCache(const ModelConfig& c, int n_ctx, int n_seq)
-      : n_layer_(c.n_layer), n_ctx_(n_ctx), n_seq_(n_seq), n_embd_k_(c.n_embd_k()),
-        n_embd_v_(c.n_embd_v()) {
-    CLB_CHECK(n_ctx > 0 && n_seq > 0, "context size %d and sequence count %d must be positive",
-              n_ctx, n_seq);
-    size_t slots = static_cast<size_t>(n_seq) * n_layer_ * n_ctx;
-    k_.resize(slots * n_embd_k_);
-    v_.resize(slots * n_embd_v_);
-  }
+  // type: DType::F16 or DType::F32.
+  KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type = DType::F16);
+
+  // Bytes per element of a cache of `type`, or an Error naming the types allowed.
+  static size_t element_bytes(DType type);
 
   int n_ctx() const { return n_ctx_; }
   int n_seq() const { return n_seq_; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  DType type() const { return type_; }
+  size_t bytes() const { return k_.size() + v_.size(); }
 
-  // (n_embd_k) row of sequence seq, layer l, position pos.
-  float* k(int seq, int l, int pos) { return k_.data() + index(seq, l, pos) * n_embd_k_; }
-  float* v(int seq, int l, int pos) { return v_.data() + index(seq, l, pos) * n_embd_v_; }
+  // Stores position pos of sequence seq, layer l: k (n_embd_k) and v (n_embd_v).
+  void write(int seq, int l, int pos, const float* k, const float* v);
+
+  // The (n_embd_k) key row of sequence seq, layer l, position pos, as the
+  // cache's type T (float for F32, uint16_t half bits for F16).
+  template <typename T>
+  const T* k(int seq, int l, int pos) const {
+    return reinterpret_cast<const T*>(k_.data()) + index(seq, l, pos) * n_embd_k_;
+  }
+  template <typename T>
+  const T* v(int seq, int l, int pos) const {
+    return reinterpret_cast<const T*>(v_.data()) + index(seq, l, pos) * n_embd_v_;
+  }
+  // Strides between positions, in elements.
   size_t k_stride() const { return n_embd_k_; }
   size_t v_stride() const { return n_embd_v_; }
 
@@ -41,17 +53,10 @@ class KVCache {
   }
   int n_layer_, n_ctx_, n_seq_;
   size_t n_embd_k_, n_embd_v_;
-  AlignedBuffer<float> k_;  // (n_seq, n_layer, n_ctx, n_embd_k)
-  AlignedBuffer<float> v_;  // (n_seq, n_layer, n_ctx, n_embd_v)
+  DType type_;
+  size_t elem_;               // bytes per element
+  AlignedBuffer<uint8_t> k_;  // (n_seq, n_layer, n_ctx, n_embd_k) elements
+  AlignedBuffer<uint8_t> v_;  // (n_seq, n_layer, n_ctx, n_embd_v) elements
 };
-
-inline void KVCache::copy_prefix(int from, int to, int n) {
-  CLB_ASSERT(n <= n_ctx_ && from < n_seq_ && to < n_seq_);
-  if (from == to || n <= 0) return;
-  for (int l = 0; l < n_layer_; ++l) {
-    __builtin_memcpy(k(to, l, 0), k(from, l, 0), sizeof(float) * n * n_embd_k_);
-    __builtin_memcpy(v(to, l, 0), v(from, l, 0), sizeof(float) * n * n_embd_v_);
-  }
-}
 
 }  // namespace colibri

@@ -266,8 +266,7 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
     for (int h = 0; h < cfg_.n_head; ++h) rope_head(q + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
     for (int h = 0; h < cfg_.n_head_kv; ++h)
       rope_head(k + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
-    std::memcpy(kv.k(batch[t].seq, l, batch[t].pos), k, sizeof(float) * nk);
-    std::memcpy(kv.v(batch[t].seq, l, batch[t].pos), v, sizeof(float) * nv);
+    kv.write(batch[t].seq, l, batch[t].pos, k, v);
   }
 
   // softmax(q . K^T / sqrt(head_dim)) . V over positions 0..pos of the
@@ -294,10 +293,17 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
           n_pos[m] = batch[t0 + m].pos + 1;
           ++m;
         }
-        attend_batch(q_.data() + static_cast<size_t>(t0) * nq + h * hd, nq, m, n_pos,
-                     kv.k(seq, l, 0) + kvh * hd, kv.k_stride(), kv.v(seq, l, 0) + kvh * hdv, kv.v_stride(), hd,
-                     hdv, scale, scores, att_.data() + (static_cast<size_t>(t0) * cfg_.n_head + h) * hdv,
-                     static_cast<size_t>(cfg_.n_head) * hdv);
+        const float* q = q_.data() + static_cast<size_t>(t0) * nq + h * hd;
+        float* out = att_.data() + (static_cast<size_t>(t0) * cfg_.n_head + h) * hdv;
+        const size_t out_stride = static_cast<size_t>(cfg_.n_head) * hdv;
+        if (kv.type() == DType::F16)
+          attend_batch(q, nq, m, n_pos, kv.k<uint16_t>(seq, l, 0) + kvh * hd, kv.k_stride(),
+                       kv.v<uint16_t>(seq, l, 0) + kvh * hdv, kv.v_stride(), hd, hdv, scale, scores, out,
+                       out_stride);
+        else
+          attend_batch(q, nq, m, n_pos, kv.k<float>(seq, l, 0) + kvh * hd, kv.k_stride(),
+                       kv.v<float>(seq, l, 0) + kvh * hdv, kv.v_stride(), hd, hdv, scale, scores, out,
+                       out_stride);
         t0 += m;
       }
     }

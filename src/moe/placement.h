@@ -83,11 +83,12 @@ std::string format_size(double bytes);
 // says which.
 uint64_t detect_memory_limit(std::string* source);
 
-// Bytes of the KV cache (n_seq sequences of n_ctx positions, F32) plus the
-// forward pass's scratch for batches of n_batch on n_threads threads: what a
-// caller passes as other_bytes when it has not measured its own.
+// Bytes of the KV cache (n_seq sequences of n_ctx positions, of kv_bytes
+// bytes per element: 2 for F16, 4 for F32) plus the forward pass's scratch for
+// batches of n_batch on n_threads threads: what a caller passes as
+// other_bytes when it has not measured its own.
 uint64_t runtime_bytes_estimate(const ModelConfig& cfg, int n_ctx, int n_batch, int n_seq,
-                                int n_threads);
+                                int n_threads, int kv_bytes);
 
 // The placement, without touching the weights. Throws Error when the budget
 // is too small, saying how much is needed.

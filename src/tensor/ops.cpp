@@ -203,6 +203,22 @@ void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos
                                      head_dim_v, scale, scores, out, out_stride);
 }
 
+void attend(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+  CLB_ASSERT(n_pos >= 1);
+  active_kernel_table().attend_f16(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
+                                   scores, out);
+}
+
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
+                  size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride) {
+  CLB_ASSERT(n_q >= 1);
+  for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
+  active_kernel_table().attend_batch_f16(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
+                                         head_dim_v, scale, scores, out, out_stride);
+}
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   CLB_ASSERT(n % dtype_info(t).block_size == 0);
   type_traits(t).dequantize(src, dst, n);

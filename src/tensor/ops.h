@@ -69,6 +69,14 @@ void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos
                   size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
                   float scale, float* scores, float* out, size_t out_stride);
 
+// The same over a cache stored as F16 (IEEE half bits, strides in halves); an
+// F16 cache gives the bits an F32 cache holding the same values gives.
+void attend(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
+                  size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride);
+
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 

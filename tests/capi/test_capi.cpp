@@ -34,6 +34,9 @@ TEST(CApi, InitRejectsNullsAndBadOptions) {
   colibri_default_options(&o);
   o.precision = 7;
   EXPECT_EQ(colibri_init("x", &o, &e), COLIBRI_ERR_INVALID_ARGUMENT);
+  colibri_default_options(&o);
+  o.kv_type = 5;
+  EXPECT_EQ(colibri_init("x", &o, &e), COLIBRI_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(colibri_forward(nullptr, 0, nullptr, nullptr), COLIBRI_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(colibri_get_stats(nullptr, nullptr), COLIBRI_ERR_INVALID_ARGUMENT);
   colibri_free(nullptr);

@@ -39,6 +39,7 @@ class DemoReference : public ::testing::Test {
     o.n_batch = 64;
     o.n_threads = 2;
     o.precision = Precision::kReference;
+    o.kv_type = DType::F32;  // as the PyTorch reference keeps it
     o.store.no_history = true;
     engine_ = std::make_unique<Engine>(o);
   }

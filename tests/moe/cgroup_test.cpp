@@ -95,7 +95,7 @@ TEST(Budget, ModelThreeTimesTheBudgetRunsInACgroupLimit) {
   uint64_t other = 0;
   {
     test::LoadedModel m = test::load_model(cleanup.model);
-    other = runtime_bytes_estimate(m.cfg, kPrompt + kSteps + 1, kPrompt, 1, 2);
+    other = runtime_bytes_estimate(m.cfg, kPrompt + kSteps + 1, kPrompt, 1, 2, 2);  // F16 cache
     plan = make_plan(o, *m.file, m.cfg, m.w, other);
     ASSERT_GE(static_cast<double>(m.file->file_size()), 3.0 * budget) << "the model must be 3x the budget";
   }

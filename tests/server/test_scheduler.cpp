@@ -25,6 +25,7 @@ std::unique_ptr<Engine> open_engine(int n_seq, int n_batch) {
   o.n_seq = n_seq;
   o.n_batch = n_batch;
   o.n_threads = 2;
+  o.kv_type = DType::F32;  // as the references were made
   return std::make_unique<Engine>(o);
 }
 

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "tensor/half.h"
 #include "tensor/ops.h"
 
 namespace colibri {
@@ -130,6 +132,52 @@ TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
                 << d;
           for (size_t d = hdv; d < os; ++d) ASSERT_EQ(out[i * os + d], -7.0f);  // padding untouched
         }
+      }
+  }
+  set_kernel_isa(saved);
+}
+
+}  // namespace
+}  // namespace colibri
+
+namespace colibri {
+namespace {
+
+// An F16 cache: every ISA's F16 kernels give, bit for bit, what its F32
+// kernels give on a cache holding the same (half-rounded) values, one query
+// and batches, at long positions and odd head sizes; the F32 kernels are
+// checked against the oracle above, and halves convert exactly.
+TEST(Attend, F16CacheEqualsF32CacheOfTheSameValues) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const Isa saved = active_isa();
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    if (!isa_supported(isa)) continue;
+    set_kernel_isa(isa);
+    for (int hd : {13, 64, 128})
+      for (int n_q : {1, 3, 4, 6}) {
+        const int hdv = hd == 13 ? 5 : hd;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        std::vector<int32_t> n_pos(n_q);
+        for (int i = 0; i < n_q; ++i) n_pos[i] = (n_q == 3 ? 1 + 29 * i : 1030 + i);
+        const int32_t max_pos = *std::max_element(n_pos.begin(), n_pos.end());
+        const size_t ks = hd + 3, vs = hdv + 5, os = hdv;
+        std::vector<float> q(n_q * hd), k(max_pos * ks), v(max_pos * vs), scores(n_q * max_pos);
+        std::vector<uint16_t> kh(k.size()), vh(v.size());
+        for (float& x : q) x = nd(rng);
+        for (size_t i = 0; i < k.size(); ++i) k[i] = half_to_float(kh[i] = float_to_half(nd(rng)));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = half_to_float(vh[i] = float_to_half(nd(rng)));
+        std::vector<float> want(n_q * os), got(n_q * os);
+        attend_batch(q.data(), hd, n_q, n_pos.data(), k.data(), ks, v.data(), vs, hd, hdv, scale,
+                     scores.data(), want.data(), os);
+        attend_batch(q.data(), hd, n_q, n_pos.data(), kh.data(), ks, vh.data(), vs, hd, hdv, scale,
+                     scores.data(), got.data(), os);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << isa_name(isa) << " batch, hd " << hd << " n_q " << n_q;
+        attend(q.data(), kh.data(), ks, vh.data(), vs, n_pos[0], hd, hdv, scale, scores.data(), got.data());
+        attend(q.data(), k.data(), ks, v.data(), vs, n_pos[0], hd, hdv, scale, scores.data(), want.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), hdv * sizeof(float)), 0)
+            << isa_name(isa) << " one query, hd " << hd << " n_pos " << n_pos[0];
       }
   }
   set_kernel_isa(saved);

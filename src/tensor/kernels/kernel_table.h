@@ -43,6 +43,17 @@ using AttendBatchFn = void (*)(const float* q, size_t q_stride, int n_q, const i
                                int head_dim, int head_dim_v, float scale, float* scores, float* out,
                                size_t out_stride);
 
+// attend / attend_batch over a cache stored as F16 (IEEE half bits, strides in
+// halves): each element is read exactly as the float it holds, so the result
+// is the one the F32 kernel gives on a cache holding the same values.
+using AttendF16Fn = void (*)(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
+                             size_t v_stride, int64_t n_pos, int head_dim, int head_dim_v, float scale,
+                             float* scores, float* out);
+using AttendBatchF16Fn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
+                                  const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+                                  int head_dim, int head_dim_v, float scale, float* scores, float* out,
+                                  size_t out_stride);
+
 // Weights packed in groups of kPackRows rows (kernels/ref/packed.cpp gives
 // the layout per type). PackGroupFn writes one group from `rows` (<= 16)
 // source rows `src_stride` bytes apart; rows past them are zero and add
@@ -74,6 +85,8 @@ struct KernelTable {
   PackedTileFn packed[kTypeSlots] = {};
   AttendFn attend = nullptr;
   AttendBatchFn attend_batch = nullptr;
+  AttendF16Fn attend_f16 = nullptr;
+  AttendBatchF16Fn attend_batch_f16 = nullptr;
 };
 
 // Per weight type, independent of the ISA.

@@ -79,5 +79,11 @@ void attend(const float* q, const float* k, size_t k_stride, const float* v, siz
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
                   size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
                   float scale, float* scores, float* out, size_t out_stride);
+// The same with the cache stored as F16 (strides in halves).
+void attend_f16(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+                int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
+void attend_batch_f16(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
+                      size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
+                      float scale, float* scores, float* out, size_t out_stride);
 
 }  // namespace colibri::ref

@@ -63,6 +63,8 @@ struct Tables {
     traits[slot(DType::Q4_K)].packed_ref = ref::packed_q4_K;
     ref.attend = ref::attend;
     ref.attend_batch = ref::attend_batch;
+    ref.attend_f16 = ref::attend_f16;
+    ref.attend_batch_f16 = ref::attend_batch_f16;
   }
 };
 

@@ -541,38 +541,52 @@ inline float softmax_exp(float* scores, int64_t n) {
   return 1.0f / sum;
 }
 
+// Eight cached key/value elements as floats: F32 as they are, F16 through
+// F16C (exact), so a half cache gives the bits an F32 cache holding the same
+// values gives.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline float to_f32(float x) { return x; }
+inline float to_f32(uint16_t h) { return half_to_float(h); }
+// (The scalar tails use explicit fmas: left to the compiler, a float cache's
+// tail contracted to fmas and a half cache's did not.)
+
 // kernels/ref's attend with 8-wide dots (four positions at a time), a
 // vectorised exp, and the weighted sum of V kept in registers across
 // positions (32 output dims at a time), scaled by 1 / sum once at the end.
-void attend_x86(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
+// KV: the cache's element type (float or F16 bits).
+template <typename KV>
+void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                 int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
                 float* out) {
   const int hd8 = head_dim & ~7;
   int64_t p = 0;
   for (; p + 4 <= n_pos; p += 4) {
-    const float* k0 = k + p * k_stride;
+    const KV* k0 = k + p * k_stride;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd8; i += 8) {
       const __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k_stride + i), a1);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * k_stride + i), a2);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * k_stride + i), a3);
+      a0 = _mm256_fmadd_ps(qv, load8(k0 + i), a0);
+      a1 = _mm256_fmadd_ps(qv, load8(k0 + k_stride + i), a1);
+      a2 = _mm256_fmadd_ps(qv, load8(k0 + 2 * k_stride + i), a2);
+      a3 = _mm256_fmadd_ps(qv, load8(k0 + 3 * k_stride + i), a3);
     }
     float s[4];
     _mm_storeu_ps(s, hsum4(a0, a1, a2, a3));
     for (int j = 0; j < 4; ++j) {
-      for (int i = hd8; i < head_dim; ++i) s[j] += q[i] * k0[j * k_stride + i];
+      for (int i = hd8; i < head_dim; ++i) s[j] = std::fma(q[i], to_f32(k0[j * k_stride + i]), s[j]);
       scores[p + j] = s[j] * scale;
     }
   }
   for (; p < n_pos; ++p) {
-    const float* kp = k + p * k_stride;
+    const KV* kp = k + p * k_stride;
     __m256 a = _mm256_setzero_ps();
     for (int i = 0; i < hd8; i += 8)
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kp + i), a);
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(kp + i), a);
     float s = hsum(a);
-    for (int i = hd8; i < head_dim; ++i) s += q[i] * kp[i];
+    for (int i = hd8; i < head_dim; ++i) s = std::fma(q[i], to_f32(kp[i]), s);
     scores[p] = s * scale;
   }
 
@@ -581,13 +595,13 @@ void attend_x86(const float* q, const float* k, size_t k_stride, const float* v,
   int i0 = 0;
   for (; i0 + 32 <= head_dim_v; i0 += 32) {
     __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
-    const float* vp = v + i0;
+    const KV* vp = v + i0;
     for (p = 0; p < n_pos; ++p, vp += v_stride) {
       const __m256 a = _mm256_broadcast_ss(scores + p);
-      o0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp), o0);
-      o1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp + 8), o1);
-      o2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp + 16), o2);
-      o3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(vp + 24), o3);
+      o0 = _mm256_fmadd_ps(a, load8(vp), o0);
+      o1 = _mm256_fmadd_ps(a, load8(vp + 8), o1);
+      o2 = _mm256_fmadd_ps(a, load8(vp + 16), o2);
+      o3 = _mm256_fmadd_ps(a, load8(vp + 24), o3);
     }
     const __m256 iv = _mm256_set1_ps(inv);
     _mm256_storeu_ps(out + i0, _mm256_mul_ps(o0, iv));
@@ -597,14 +611,14 @@ void attend_x86(const float* q, const float* k, size_t k_stride, const float* v,
   }
   for (; i0 + 8 <= head_dim_v; i0 += 8) {
     __m256 o = _mm256_setzero_ps();
-    const float* vp = v + i0;
+    const KV* vp = v + i0;
     for (p = 0; p < n_pos; ++p, vp += v_stride)
-      o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + p), _mm256_loadu_ps(vp), o);
+      o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + p), load8(vp), o);
     _mm256_storeu_ps(out + i0, _mm256_mul_ps(o, _mm256_set1_ps(inv)));
   }
   for (; i0 < head_dim_v; ++i0) {
     float o = 0;
-    for (p = 0; p < n_pos; ++p) o += scores[p] * v[p * v_stride + i0];
+    for (p = 0; p < n_pos; ++p) o = std::fma(scores[p], to_f32(v[p * v_stride + i0]), o);
     out[i0] = o * inv;
   }
 }
@@ -615,28 +629,28 @@ void attend_x86(const float* q, const float* k, size_t k_stride, const float* v,
 // Positions a query does not see get weight 0. Four queries over 1024 cached
 // positions (head_dim 128, KV rows of 16 heads): 245 us one at a time, 96 us
 // here.
-template <int G>
-void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const float* k,
-                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+template <int G, typename KV>
+void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k,
+                  size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
                   float scale, float* scores, float* out, size_t out_stride) {
   int64_t P = 0;
   for (int g = 0; g < G; ++g) P = std::max<int64_t>(P, n_pos[g]);
   const int hd8 = head_dim & ~7;
   auto finish = [&](int64_t p, const float* s) {
-    const float* kp = k + p * k_stride;
+    const KV* kp = k + p * k_stride;
     for (int g = 0; g < G; ++g) {
       float d = s[g];
-      for (int i = hd8; i < head_dim; ++i) d += q[g * q_stride + i] * kp[i];
+      for (int i = hd8; i < head_dim; ++i) d = std::fma(q[g * q_stride + i], to_f32(kp[i]), d);
       scores[g * P + p] = d * scale;
     }
   };
   int64_t p = 0;
   for (; p + 2 <= P; p += 2) {
-    const float* k0 = k + p * k_stride;
+    const KV* k0 = k + p * k_stride;
     __m256 a0[4], a1[4];
     for (int g = 0; g < 4; ++g) a0[g] = a1[g] = _mm256_setzero_ps();
     for (int i = 0; i < hd8; i += 8) {
-      const __m256 kv0 = _mm256_loadu_ps(k0 + i), kv1 = _mm256_loadu_ps(k0 + k_stride + i);
+      const __m256 kv0 = load8(k0 + i), kv1 = load8(k0 + k_stride + i);
       for (int g = 0; g < G; ++g) {
         const __m256 qv = _mm256_loadu_ps(q + g * q_stride + i);
         a0[g] = _mm256_fmadd_ps(qv, kv0, a0[g]);
@@ -650,11 +664,11 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const f
     finish(p + 1, s1);
   }
   for (; p < P; ++p) {
-    const float* kp = k + p * k_stride;
+    const KV* kp = k + p * k_stride;
     __m256 a[4];
     for (int g = 0; g < 4; ++g) a[g] = _mm256_setzero_ps();
     for (int i = 0; i < hd8; i += 8) {
-      const __m256 kv = _mm256_loadu_ps(kp + i);
+      const __m256 kv = load8(kp + i);
       for (int g = 0; g < G; ++g)
         a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * q_stride + i), kv, a[g]);
     }
@@ -673,9 +687,9 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const f
   for (; i0 + 16 <= head_dim_v; i0 += 16) {
     __m256 o[G][2];
     for (int g = 0; g < G; ++g) o[g][0] = o[g][1] = _mm256_setzero_ps();
-    const float* vp = v + i0;
+    const KV* vp = v + i0;
     for (p = 0; p < P; ++p, vp += v_stride) {
-      const __m256 v0 = _mm256_loadu_ps(vp), v1 = _mm256_loadu_ps(vp + 8);
+      const __m256 v0 = load8(vp), v1 = load8(vp + 8);
       for (int g = 0; g < G; ++g) {
         const __m256 a = _mm256_broadcast_ss(scores + g * P + p);
         o[g][0] = _mm256_fmadd_ps(a, v0, o[g][0]);
@@ -691,13 +705,14 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const f
   for (; i0 < head_dim_v; ++i0)
     for (int g = 0; g < G; ++g) {
       float o = 0;
-      for (p = 0; p < P; ++p) o += scores[g * P + p] * v[p * v_stride + i0];
+      for (p = 0; p < P; ++p) o = std::fma(scores[g * P + p], to_f32(v[p * v_stride + i0]), o);
       out[g * out_stride + i0] = o * inv[g];
     }
 }
 
+template <typename KV>
 void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
-                      const float* k, size_t k_stride, const float* v, size_t v_stride,
+                      const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                       int head_dim, int head_dim_v, float scale, float* scores, float* out,
                       size_t out_stride) {
   for (int i = 0; i < n_q; i += 4) {
@@ -743,8 +758,10 @@ void add_common_x86_kernels(KernelTable& t) {
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0;
   t.quantize[slot(DType::Q8_1)] = quantize_q8_1;
   t.quantize[slot(DType::Q8_K)] = quantize_q8_K;
-  t.attend = attend_x86;
-  t.attend_batch = attend_batch_x86;
+  t.attend = attend_x86<float>;
+  t.attend_batch = attend_batch_x86<float>;
+  t.attend_f16 = attend_x86<uint16_t>;
+  t.attend_batch_f16 = attend_batch_x86<uint16_t>;
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+#include "model/kv_cache.h"
+
+#include <cstring>
+
+#include "tensor/half.h"
+
+namespace colibri {
+
+size_t KVCache::element_bytes(DType type) {
+  CLB_CHECK(type == DType::F16 || type == DType::F32, "the KV cache is stored as f16 or f32, not %s",
+            dtype_info(type).name);
+  return type == DType::F16 ? 2 : 4;
+}
+
+KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)
+    : n_layer_(c.n_layer), n_ctx_(n_ctx), n_seq_(n_seq), n_embd_k_(c.n_embd_k()), n_embd_v_(c.n_embd_v()),
+      type_(type), elem_(element_bytes(type)) {
+  CLB_CHECK(n_ctx > 0 && n_seq > 0, "context size %d and sequence count %d must be positive", n_ctx,
+            n_seq);
+  const size_t slots = static_cast<size_t>(n_seq) * n_layer_ * n_ctx;
+  k_.resize(slots * n_embd_k_ * elem_);
+  v_.resize(slots * n_embd_v_ * elem_);
+}
+
+namespace {
+void store_row(const float* src, size_t n, DType type, uint8_t* dst) {
+  if (type == DType::F32) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < n; ++i) h[i] = float_to_half(src[i]);
+}
+}  // namespace
+
+void KVCache::write(int seq, int l, int pos, const float* k, const float* v) {
+  CLB_ASSERT(seq < n_seq_ && pos < n_ctx_);
+  store_row(k, n_embd_k_, type_, k_.data() + index(seq, l, pos) * n_embd_k_ * elem_);
+  store_row(v, n_embd_v_, type_, v_.data() + index(seq, l, pos) * n_embd_v_ * elem_);
+}
+
+void KVCache::copy_prefix(int from, int to, int n) {
+  CLB_ASSERT(n <= n_ctx_ && from < n_seq_ && to < n_seq_);
+  if (from == to || n <= 0) return;
+  for (int l = 0; l < n_layer_; ++l) {
+    std::memcpy(k_.data() + index(to, l, 0) * n_embd_k_ * elem_, k_.data() + index(from, l, 0) * n_embd_k_ * elem_,
+                n * n_embd_k_ * elem_);
+    std::memcpy(v_.data() + index(to, l, 0) * n_embd_v_ * elem_, v_.data() + index(from, l, 0) * n_embd_v_ * elem_,
+                n * n_embd_v_ * elem_);
+  }
+}
+
+}  // namespace colibri

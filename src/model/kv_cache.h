@@ -2,7 +2,10 @@
 // positions, stored as F16 (half the memory and half the reads of attention,
 // llama.cpp's default) or F32 (what the reference outputs we compare with
 // used). Rows are written as F32 and rounded to nearest-even on the way in;
-// the attention kernels read either type (tensor/ops.h attend).
+// the attention kernels read either type (tensor/ops.h attend). Head-major:
+// one KV head's positions are consecutive rows of head_dim elements, so
+// attention streams them instead of striding a page (all heads' row) per
+// position, which cost a TLB miss per position at long contexts.
 #pragma once
 
 #include <cstdint>
@@ -30,33 +33,34 @@ class KVCache {
   // Stores position pos of sequence seq, layer l: k (n_embd_k) and v (n_embd_v).
   void write(int seq, int l, int pos, const float* k, const float* v);
 
-  // The (n_embd_k) key row of sequence seq, layer l, position pos, as the
-  // cache's type T (float for F32, uint16_t half bits for F16).
+  // Position 0 of KV head h's keys (values) for sequence seq, layer l, as the
+  // cache's type T (float for F32, uint16_t half bits for F16); position p
+  // is p * k_stride() (v_stride()) elements further.
   template <typename T>
-  const T* k(int seq, int l, int pos) const {
-    return reinterpret_cast<const T*>(k_.data()) + index(seq, l, pos) * n_embd_k_;
+  const T* k(int seq, int l, int h) const {
+    return reinterpret_cast<const T*>(k_.data()) + index(seq, l, h) * hd_k_;
   }
   template <typename T>
-  const T* v(int seq, int l, int pos) const {
-    return reinterpret_cast<const T*>(v_.data()) + index(seq, l, pos) * n_embd_v_;
+  const T* v(int seq, int l, int h) const {
+    return reinterpret_cast<const T*>(v_.data()) + index(seq, l, h) * hd_v_;
   }
-  // Strides between positions, in elements.
-  size_t k_stride() const { return n_embd_k_; }
-  size_t v_stride() const { return n_embd_v_; }
+  size_t k_stride() const { return hd_k_; }
+  size_t v_stride() const { return hd_v_; }
 
   // Copies positions [0, n) of one sequence into another (prefix reuse).
   void copy_prefix(int from, int to, int n);
 
  private:
-  size_t index(int seq, int l, int pos) const {
-    return (static_cast<size_t>(seq) * n_layer_ + l) * n_ctx_ + pos;
+  // The row of (seq, layer l, KV head h, position pos), in rows.
+  size_t index(int seq, int l, int h, int pos = 0) const {
+    return ((static_cast<size_t>(seq) * n_layer_ + l) * n_head_kv_ + h) * n_ctx_ + pos;
   }
-  int n_layer_, n_ctx_, n_seq_;
-  size_t n_embd_k_, n_embd_v_;
+  int n_layer_, n_head_kv_, n_ctx_, n_seq_;
+  size_t hd_k_, hd_v_;  // elements per head row
   DType type_;
   size_t elem_;               // bytes per element
-  AlignedBuffer<uint8_t> k_;  // (n_seq, n_layer, n_ctx, n_embd_k) elements
-  AlignedBuffer<uint8_t> v_;  // (n_seq, n_layer, n_ctx, n_embd_v) elements
+  AlignedBuffer<uint8_t> k_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim) elements
+  AlignedBuffer<uint8_t> v_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim_v) elements
 };
 
 }  // namespace colibri

@@ -297,13 +297,11 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
         float* out = att_.data() + (static_cast<size_t>(t0) * cfg_.n_head + h) * hdv;
         const size_t out_stride = static_cast<size_t>(cfg_.n_head) * hdv;
         if (kv.type() == DType::F16)
-          attend_batch(q, nq, m, n_pos, kv.k<uint16_t>(seq, l, 0) + kvh * hd, kv.k_stride(),
-                       kv.v<uint16_t>(seq, l, 0) + kvh * hdv, kv.v_stride(), hd, hdv, scale, scores, out,
-                       out_stride);
+          attend_batch(q, nq, m, n_pos, kv.k<uint16_t>(seq, l, kvh), kv.k_stride(), kv.v<uint16_t>(seq, l, kvh),
+                       kv.v_stride(), hd, hdv, scale, scores, out, out_stride);
         else
-          attend_batch(q, nq, m, n_pos, kv.k<float>(seq, l, 0) + kvh * hd, kv.k_stride(),
-                       kv.v<float>(seq, l, 0) + kvh * hdv, kv.v_stride(), hd, hdv, scale, scores, out,
-                       out_stride);
+          attend_batch(q, nq, m, n_pos, kv.k<float>(seq, l, kvh), kv.k_stride(), kv.v<float>(seq, l, kvh),
+                       kv.v_stride(), hd, hdv, scale, scores, out, out_stride);
         t0 += m;
       }
     }

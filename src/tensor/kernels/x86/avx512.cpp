@@ -297,6 +297,80 @@ struct TileFamily {
   }
 };
 
+// attend_x86 at 16 lanes, for the decode step (one query over a head's
+// cached rows, consecutive in the head-major cache): half the instructions
+// per position. Heads narrower than 16 take the 8-wide kernel.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <typename KV>
+void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
+                int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+  if (head_dim < 16 || head_dim_v < 16) {
+    attend_x86(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale, scores, out);
+    return;
+  }
+  const int hd16 = head_dim & ~15;
+  auto tail = [&](const KV* kp, float s) {
+    for (int i = hd16; i < head_dim; ++i) s = std::fma(q[i], to_f32(kp[i]), s);
+    return s * scale;
+  };
+  int64_t p = 0;
+  for (; p + 4 <= n_pos; p += 4) {
+    const KV* k0 = k + p * k_stride;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < hd16; i += 16) {
+      const __m512 qv = _mm512_loadu_ps(q + i);
+      a0 = _mm512_fmadd_ps(qv, load16(k0 + i), a0);
+      a1 = _mm512_fmadd_ps(qv, load16(k0 + k_stride + i), a1);
+      a2 = _mm512_fmadd_ps(qv, load16(k0 + 2 * k_stride + i), a2);
+      a3 = _mm512_fmadd_ps(qv, load16(k0 + 3 * k_stride + i), a3);
+    }
+    scores[p] = tail(k0, _mm512_reduce_add_ps(a0));
+    scores[p + 1] = tail(k0 + k_stride, _mm512_reduce_add_ps(a1));
+    scores[p + 2] = tail(k0 + 2 * k_stride, _mm512_reduce_add_ps(a2));
+    scores[p + 3] = tail(k0 + 3 * k_stride, _mm512_reduce_add_ps(a3));
+  }
+  for (; p < n_pos; ++p) {
+    const KV* kp = k + p * k_stride;
+    __m512 a = _mm512_setzero_ps();
+    for (int i = 0; i < hd16; i += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load16(kp + i), a);
+    scores[p] = tail(kp, _mm512_reduce_add_ps(a));
+  }
+
+  const float inv = softmax_exp(scores, n_pos);
+  const __m512 iv = _mm512_set1_ps(inv);
+  int i0 = 0;
+  for (; i0 + 64 <= head_dim_v; i0 += 64) {
+    __m512 o0 = _mm512_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+    const KV* vp = v + i0;
+    for (p = 0; p < n_pos; ++p, vp += v_stride) {
+      const __m512 a = _mm512_set1_ps(scores[p]);
+      o0 = _mm512_fmadd_ps(a, load16(vp), o0);
+      o1 = _mm512_fmadd_ps(a, load16(vp + 16), o1);
+      o2 = _mm512_fmadd_ps(a, load16(vp + 32), o2);
+      o3 = _mm512_fmadd_ps(a, load16(vp + 48), o3);
+    }
+    _mm512_storeu_ps(out + i0, _mm512_mul_ps(o0, iv));
+    _mm512_storeu_ps(out + i0 + 16, _mm512_mul_ps(o1, iv));
+    _mm512_storeu_ps(out + i0 + 32, _mm512_mul_ps(o2, iv));
+    _mm512_storeu_ps(out + i0 + 48, _mm512_mul_ps(o3, iv));
+  }
+  for (; i0 + 16 <= head_dim_v; i0 += 16) {
+    __m512 o = _mm512_setzero_ps();
+    const KV* vp = v + i0;
+    for (p = 0; p < n_pos; ++p, vp += v_stride) o = _mm512_fmadd_ps(_mm512_set1_ps(scores[p]), load16(vp), o);
+    _mm512_storeu_ps(out + i0, _mm512_mul_ps(o, iv));
+  }
+  for (; i0 < head_dim_v; ++i0) {
+    float o = 0;
+    for (p = 0; p < n_pos; ++p) o = std::fma(scores[p], to_f32(v[p * v_stride + i0]), o);
+    out[i0] = o * inv;
+  }
+}
+
 template <typename K>
 void add_tile_family(KernelTable& t, DType type) {
   t.dot[slot(type)] = TileFamily<K>::dot;
@@ -313,6 +387,10 @@ void add_avx512_kernels(KernelTable& t) {
   t.dot[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel>::dot;
   t.tile[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel>::tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
+  t.attend = attend_512<float>;
+  t.attend_f16 = attend_512<uint16_t>;
+  t.attend_batch = attend_batch_x86<float, &attend_512<float>>;
+  t.attend_batch_f16 = attend_batch_x86<uint16_t, &attend_512<uint16_t>>;
   add_avx512_packed_kernels(t);
 }
 

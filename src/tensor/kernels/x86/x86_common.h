@@ -710,7 +710,8 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
     }
 }
 
-template <typename KV>
+// Single: the kernel for a lone query (attend_x86, or a wider one).
+template <typename KV, auto Single = &attend_x86<KV>>
 void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
                       const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                       int head_dim, int head_dim_v, float scale, float* scores, float* out,
@@ -720,7 +721,7 @@ void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n
     float* oi = out + i * out_stride;
     switch (std::min(4, n_q - i)) {
       case 1:
-        attend_x86(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi);
+        Single(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi);
         break;
       case 2:
         attend_group<2>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,

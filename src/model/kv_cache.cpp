@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "tensor/half.h"
+#include "tensor/ops.h"
 
 namespace colibri {
 
@@ -28,8 +28,7 @@ void store_row(const float* src, size_t n, DType type, uint8_t* dst) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
-  uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-  for (size_t i = 0; i < n; ++i) h[i] = float_to_half(src[i]);
+  fp32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(n));
 }
 }  // namespace
 

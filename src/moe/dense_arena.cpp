@@ -68,29 +68,23 @@ std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w) {
   return out;
 }
 
-// The file pages covering ranges [first, last) (sorted), read as one piece
-// into the arena at `at`: each range lands at at + (offset - file_begin), so
-// a page-aligned read (O_DIRECT) puts every tensor in place.
+// The file pages covering one range, read as one piece into the arena at
+// `at` (so a page-aligned O_DIRECT read is possible). The tensor then sits at
+// at + (offset - file_begin), only as aligned as the file's 32 bytes, and is
+// moved down to a 64-byte boundary (kernels read whole cache lines).
 struct Span {
   uint64_t file_begin = 0, file_end = 0;
   size_t at = 0;
-  size_t first = 0, last = 0;
+  size_t first = 0, last = 0;  // the range
 };
+
+constexpr size_t kAlign = 64;
 
 std::vector<Span> layout(const std::vector<Range>& ranges, size_t* total) {
   std::vector<Span> spans;
   *total = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const uint64_t b = page_down(ranges[i].offset), e = page_up(ranges[i].offset + ranges[i].bytes);
-    if (!spans.empty() && b <= spans.back().file_end) {  // shares or touches the span's pages
-      Span& sp = spans.back();
-      if (e > sp.file_end) {
-        *total += e - sp.file_end;
-        sp.file_end = e;
-      }
-      sp.last = i + 1;
-      continue;
-    }
     spans.push_back({b, e, *total, i, i + 1});
     *total += e - b;
   }
@@ -165,7 +159,9 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
   auto pack_span = [&](const Span& sp) {
     for (size_t i = sp.first; i < sp.last; ++i) {
       Range& r = ranges[i];
-      uint8_t* dst = a.data_ + sp.at + (r.offset - sp.file_begin);
+      uint8_t* src = a.data_ + sp.at + (r.offset - sp.file_begin);
+      uint8_t* dst = a.data_ + sp.at + (r.offset - sp.file_begin) / kAlign * kAlign;
+      if (dst != src) std::memmove(dst, src, r.bytes);
       // Matrices the kernels read packed (tensor/ops.h packs) are packed now, once.
       const TensorView& v0 = *r.views.front();
       const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());

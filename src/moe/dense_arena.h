@@ -1,14 +1,14 @@
 // The dense weights, copied out of the model file into anonymous memory.
 //
 // Every view of ModelWeights but the expert stacks is read into one arena and
-// re-pointed there. The file pages covering neighbouring tensors are read as
-// one span, in chunks shared by a few threads, with O_DIRECT where the file
-// system allows (each tensor then sits in the arena at its offset within the
-// page, so GGUF's alignment, 32 bytes by default, is kept); otherwise with
-// buffered reads dropped from the page cache chunk by chunk. After this
-// nothing dense is read through the mapping, so the page cache holds no second
-// copy the budget does not count. Matrices of a type the kernels read packed
-// (tensor/ops.h packs) are packed in place once their span is in.
+// re-pointed there. The file pages covering each tensor are read in chunks
+// shared by a few threads, with O_DIRECT where the file system allows,
+// otherwise with buffered reads dropped from the page cache chunk by chunk;
+// the tensor, at its offset within the page (GGUF aligns to 32 bytes), is then
+// moved down to a 64-byte boundary. After this nothing dense is read through
+// the mapping, so the page cache holds no second copy the budget does not
+// count. Matrices of a type the kernels read packed (tensor/ops.h packs) are
+// packed in place once their bytes are in.
 #pragma once
 
 #include <cstddef>

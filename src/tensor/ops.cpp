@@ -234,6 +234,10 @@ void quantize_weights(DType t, const float* src, void* dst, int64_t n) {
 float fp16_to_fp32(uint16_t h) {
   return half_to_float(h);
 }
+void fp32_to_fp16_row(const float* x, uint16_t* dst, int64_t n) {
+  active_kernel_table().quantize[slot(DType::F16)](x, dst, n);
+}
+
 uint16_t fp32_to_fp16(float f) {
   return float_to_half(f);
 }

@@ -102,6 +102,9 @@ void quantize_weights(DType t, const float* src, void* dst, int64_t n);
 // Conversions used around the kernels.
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
+// n floats to halves (round to nearest, ties to even: fp32_to_fp16 each), with
+// the CPU's conversion instructions where it has them.
+void fp32_to_fp16_row(const float* x, uint16_t* dst, int64_t n);
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);
 

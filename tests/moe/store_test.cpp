@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "moe/dense_arena.h"
 #include "moe/history.h"
 #include "moe/placement.h"
 #include "moe/predict.h"
@@ -193,7 +194,9 @@ TEST(History, CountsPinTheHottestExpertsNextRun) {
 
   ExpertStoreOptions o;
   o.history_dir = dir;
-  o.mem_budget = m.w.dense_bytes + (64u << 10) + 7 * StreamingExpertStore::slot_bytes(m.w.experts, false);
+  // The arena (each dense tensor in its own file pages), the runtime, 7 slots.
+  o.mem_budget = DenseArena::bytes_needed(*m.file, m.w) + (64u << 10) +
+                 7 * StreamingExpertStore::slot_bytes(m.w.experts, false);
   {
     Plan p;
     auto store = make_expert_store(o, *m.file, m.cfg, m.w, 0, &p);

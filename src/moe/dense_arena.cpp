@@ -161,11 +161,14 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
       Range& r = ranges[i];
       uint8_t* src = a.data_ + sp.at + (r.offset - sp.file_begin);
       uint8_t* dst = a.data_ + sp.at + (r.offset - sp.file_begin) / kAlign * kAlign;
-      if (dst != src) std::memmove(dst, src, r.bytes);
-      // Matrices the kernels read packed (tensor/ops.h packs) are packed now, once.
+      // Matrices the kernels read packed (tensor/ops.h packs) are packed now,
+      // once, on the way down to the aligned place.
       const TensorView& v0 = *r.views.front();
       const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());
-      if (pack) pack_rows(v0.type, dst, v0.n_rows(), v0.ne[0]);
+      if (pack)
+        pack_rows(v0.type, src, dst, v0.n_rows(), v0.ne[0]);
+      else if (dst != src)
+        std::memmove(dst, src, r.bytes);
       for (TensorView* v : r.views) {
         v->data = dst;
         v->packed = pack;

@@ -80,17 +80,21 @@ bool packs(DType t, int64_t n_rows) {
          type_traits(t).pack_group != nullptr;
 }
 
-void pack_rows(DType t, uint8_t* data, int64_t n_rows, int64_t n) {
-  CLB_ASSERT(n_rows % kPackRows == 0);
+void pack_rows(DType t, uint8_t* data, int64_t n_rows, int64_t n) { pack_rows(t, data, data, n_rows, n); }
+
+void pack_rows(DType t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_t n) {
+  CLB_ASSERT(n_rows % kPackRows == 0 && src >= dst);
   const PackGroupFn pack = type_traits(t).pack_group;
   CLB_ASSERT(pack != nullptr);
   const size_t stride = row_bytes(t, n), group_bytes = kPackRows * stride;
   thread_local std::vector<uint8_t> plain;  // grown once per thread
   if (plain.size() < group_bytes) plain.resize(group_bytes);
+  // Group i is copied out before it is written, and the groups after it
+  // start past its end: src >= dst keeps every source byte intact until read.
   for (int64_t r = 0; r < n_rows; r += kPackRows) {
-    uint8_t* g = data + (r / kPackRows) * group_bytes;
-    std::memcpy(plain.data(), g, group_bytes);
-    pack(plain.data(), stride, kPackRows, g, n);
+    const size_t at = static_cast<size_t>(r / kPackRows) * group_bytes;
+    std::memcpy(plain.data(), src + at, group_bytes);
+    pack(plain.data(), stride, kPackRows, dst + at, n);
   }
 }
 

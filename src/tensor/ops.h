@@ -51,6 +51,10 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
 // matvec_rows/matmul_rows may read it (ranges starting on a group).
 bool packs(DType t, int64_t n_rows);
 void pack_rows(DType t, uint8_t* data, int64_t n_rows, int64_t n);
+// The same from plain rows at src into packed groups at dst, src >= dst (the
+// ranges may overlap: a part read at an unaligned offset is packed down onto
+// an aligned one).
+void pack_rows(DType t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_t n);
 
 // Row r of a matrix view (packed or not) as F32 (an embedding lookup).
 void dequantize_matrix_row(const TensorView& w, int64_t r, float* dst);

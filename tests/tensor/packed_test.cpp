@@ -5,6 +5,7 @@
 // matvec and matmul, any token count and row ranges on group boundaries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -185,6 +186,30 @@ TEST(Packed, PackedAndPlainViewsGiveTheSameBits) {
     }
   }
   set_kernel_isa(saved);
+}
+
+}  // namespace
+}  // namespace colibri
+
+namespace colibri {
+namespace {
+
+// Packing down from a source up to 63 bytes above the destination (a part
+// read at its offset within the page, packed onto a 64-byte boundary) gives
+// the groups packing in place gives.
+TEST(Packed, PackingDownOntoAnOverlappingDestination) {
+  std::mt19937 rng(21);
+  for (DType t : kPackedTypes)
+    for (size_t skew : {size_t{0}, size_t{1}, size_t{32}, size_t{63}}) {
+      const int64_t n = 512, n_rows = 48;
+      const std::vector<uint8_t> plain = testing::random_weights(t, n * n_rows, rng);
+      std::vector<uint8_t> want = plain;
+      pack_rows(t, want.data(), n_rows, n);
+      std::vector<uint8_t> buf(plain.size() + skew);
+      std::copy(plain.begin(), plain.end(), buf.begin() + static_cast<std::ptrdiff_t>(skew));
+      pack_rows(t, buf.data() + skew, buf.data(), n_rows, n);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), buf.begin())) << dtype_name(t) << " skew " << skew;
+    }
 }
 
 }  // namespace

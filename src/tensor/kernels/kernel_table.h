@@ -26,33 +26,26 @@ using DotFn = float (*)(const void* w, const void* x, int64_t n);
 using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x,
                         size_t x_stride, int64_t nt, int64_t n, float* y, size_t y_stride);
 
-// One query head against its cached keys and values (F32, strides in floats):
-// scores[p] = scale * dot(q, k + p * k_stride) for p < n_pos, softmax over
-// them, out[0..head_dim_v) = sum_p softmax_p * (v + p * v_stride). `scores`
-// holds n_pos floats of scratch.
-using AttendFn = void (*)(const float* q, const float* k, size_t k_stride, const float* v,
-                          size_t v_stride, int64_t n_pos, int head_dim, int head_dim_v, float scale,
-                          float* scores, float* out);
+// One query head against its cached keys and values, stored as KV (float,
+// or uint16_t F16 bits, read exactly as the floats they hold; strides in
+// elements): scores[p] = scale * dot(q, k + p * k_stride) for p < n_pos,
+// softmax over them, out[0..head_dim_v) = sum_p softmax_p * (v + p *
+// v_stride). `scores` holds n_pos floats of scratch. An F16 cache gives what
+// an F32 cache holding the same values gives.
+template <typename KV>
+using AttendKvFn = void (*)(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
+                            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
+                            float* out);
 
 // Several query heads against one sequence's cache: query i (at q + i *
 // q_stride) sees positions [0, n_pos[i]) and writes out + i * out_stride.
 // `scores` holds n_q * max(n_pos) floats of scratch. Equals attend() per query
 // up to float summation order.
-using AttendBatchFn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
-                               const float* k, size_t k_stride, const float* v, size_t v_stride,
-                               int head_dim, int head_dim_v, float scale, float* scores, float* out,
-                               size_t out_stride);
-
-// attend / attend_batch over a cache stored as F16 (IEEE half bits, strides in
-// halves): each element is read exactly as the float it holds, so the result
-// is the one the F32 kernel gives on a cache holding the same values.
-using AttendF16Fn = void (*)(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
-                             size_t v_stride, int64_t n_pos, int head_dim, int head_dim_v, float scale,
-                             float* scores, float* out);
-using AttendBatchF16Fn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
-                                  const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
-                                  int head_dim, int head_dim_v, float scale, float* scores, float* out,
-                                  size_t out_stride);
+template <typename KV>
+using AttendBatchKvFn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
+                                 const KV* k, size_t k_stride, const KV* v, size_t v_stride,
+                                 int head_dim, int head_dim_v, float scale, float* scores, float* out,
+                                 size_t out_stride);
 
 // Weights packed in groups of kPackRows rows (kernels/ref/packed.cpp gives
 // the layout per type). PackGroupFn writes one group from `rows` (<= 16)
@@ -83,10 +76,10 @@ struct KernelTable {
   // of that type runs it (weights not packed at load are packed a group at a
   // time on the way), so results never depend on whether weights were packed.
   PackedTileFn packed[kTypeSlots] = {};
-  AttendFn attend = nullptr;
-  AttendBatchFn attend_batch = nullptr;
-  AttendF16Fn attend_f16 = nullptr;
-  AttendBatchF16Fn attend_batch_f16 = nullptr;
+  AttendKvFn<float> attend = nullptr;
+  AttendBatchKvFn<float> attend_batch = nullptr;
+  AttendKvFn<uint16_t> attend_f16 = nullptr;
+  AttendBatchKvFn<uint16_t> attend_batch_f16 = nullptr;
 };
 
 // Per weight type, independent of the ISA.

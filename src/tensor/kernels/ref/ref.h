@@ -71,19 +71,14 @@ void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
 void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride);
 
-// Attention of one query head over n_pos cached positions (kernel_table.h).
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
-
-// attend() for each of n_q queries (kernel_table.h's AttendBatchFn).
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
-                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
+// kernel_table.h's AttendKvFn and AttendBatchKvFn, for KV = float and
+// uint16_t (F16 bits): llama2.c's loops, the softmax sum in double.
+template <typename KV>
+void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
+            int head_dim, int head_dim_v, float scale, float* scores, float* out);
+template <typename KV>
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
+                  size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
                   float scale, float* scores, float* out, size_t out_stride);
-// The same with the cache stored as F16 (strides in halves).
-void attend_f16(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
-                int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
-void attend_batch_f16(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
-                      size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
-                      float scale, float* scores, float* out, size_t out_stride);
 
 }  // namespace colibri::ref

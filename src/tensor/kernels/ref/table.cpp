@@ -61,10 +61,10 @@ struct Tables {
     traits[slot(DType::Q4_K)].pack_group = ref::pack_group_q4_K;
     traits[slot(DType::Q4_K)].unpack_row = ref::unpack_row_q4_K;
     traits[slot(DType::Q4_K)].packed_ref = ref::packed_q4_K;
-    ref.attend = ref::attend;
-    ref.attend_batch = ref::attend_batch;
-    ref.attend_f16 = ref::attend_f16;
-    ref.attend_batch_f16 = ref::attend_batch_f16;
+    ref.attend = ref::attend<float>;
+    ref.attend_batch = ref::attend_batch<float>;
+    ref.attend_f16 = ref::attend<uint16_t>;
+    ref.attend_batch_f16 = ref::attend_batch<uint16_t>;
   }
 };
 

@@ -75,7 +75,7 @@ std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w) {
 struct Span {
   uint64_t file_begin = 0, file_end = 0;
   size_t at = 0;
-  size_t first = 0, last = 0;  // the range
+  size_t range = 0;  // index in the ranges
 };
 
 constexpr size_t kAlign = 64;
@@ -85,7 +85,7 @@ std::vector<Span> layout(const std::vector<Range>& ranges, size_t* total) {
   *total = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const uint64_t b = page_down(ranges[i].offset), e = page_up(ranges[i].offset + ranges[i].bytes);
-    spans.push_back({b, e, *total, i, i + 1});
+    spans.push_back({b, e, *total, i});
     *total += e - b;
   }
   return spans;
@@ -156,23 +156,21 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
   std::atomic<size_t> next{0};
   std::mutex mu;
   std::string error;
-  auto pack_span = [&](const Span& sp) {
-    for (size_t i = sp.first; i < sp.last; ++i) {
-      Range& r = ranges[i];
-      uint8_t* src = a.data_ + sp.at + (r.offset - sp.file_begin);
-      uint8_t* dst = a.data_ + sp.at + (r.offset - sp.file_begin) / kAlign * kAlign;
-      // Matrices the kernels read packed (tensor/ops.h packs) are packed now,
-      // once, on the way down to the aligned place.
-      const TensorView& v0 = *r.views.front();
-      const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());
-      if (pack)
-        pack_rows(v0.type, src, dst, v0.n_rows(), v0.ne[0]);
-      else if (dst != src)
-        std::memmove(dst, src, r.bytes);
-      for (TensorView* v : r.views) {
-        v->data = dst;
-        v->packed = pack;
-      }
+  auto place = [&](const Span& sp) {
+    Range& r = ranges[sp.range];
+    const uint8_t* src = a.data_ + sp.at + (r.offset - sp.file_begin);
+    uint8_t* dst = a.data_ + sp.at + (r.offset - sp.file_begin) / kAlign * kAlign;
+    // Matrices the kernels read packed (tensor/ops.h packs) are packed now,
+    // once, on the way down to the aligned place.
+    const TensorView& v0 = *r.views.front();
+    const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());
+    if (pack)
+      pack_rows(v0.type, src, dst, v0.n_rows(), v0.ne[0]);
+    else if (dst != src)
+      std::memmove(dst, src, r.bytes);
+    for (TensorView* v : r.views) {
+      v->data = dst;
+      v->packed = pack;
     }
   };
   auto reader = [&] {
@@ -202,7 +200,7 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
         done += static_cast<uint64_t>(n);
       }
       if (direct_fd < 0) drop_file_cache(fd, c.offset, c.length);
-      if (left[c.span].fetch_sub(1) == 1) pack_span(spans[c.span]);
+      if (left[c.span].fetch_sub(1) == 1) place(spans[c.span]);
     }
   };
   const int n_threads = static_cast<int>(

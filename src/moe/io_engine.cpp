@@ -39,6 +39,35 @@ void finish(ReadOp& op) {
   if (op.drop_cache) drop_file_cache(op.fd, op.offset, op.length);
 }
 
+// Ops waiting to start, in two rings: urgent ones (a reader is blocked on
+// them) start before the rest (guesses about later layers), each ring in
+// submission order. Not thread-safe; the engines hold their lock.
+class OpQueue {
+ public:
+  explicit OpQueue(int max_ops) : rings_{Ring(max_ops), Ring(max_ops)} {}
+  void push(ReadOp* op, bool urgent) { rings_[urgent ? 0 : 1].push(op); }
+  bool empty() const { return rings_[0].count == 0 && rings_[1].count == 0; }
+  ReadOp* pop() { return rings_[rings_[0].count > 0 ? 0 : 1].pop(); }
+
+ private:
+  struct Ring {
+    explicit Ring(int max_ops) : ops(static_cast<size_t>(max_ops) + 1) {}
+    void push(ReadOp* op) {
+      CLB_ASSERT(count < ops.size());
+      ops[(head + count++) % ops.size()] = op;
+    }
+    ReadOp* pop() {
+      ReadOp* op = ops[head];
+      head = (head + 1) % ops.size();
+      --count;
+      return op;
+    }
+    std::vector<ReadOp*> ops;
+    size_t head = 0, count = 0;
+  };
+  Ring rings_[2];
+};
+
 // Time with reads in flight, from transitions of the in-flight count.
 class BusyClock {
  public:
@@ -58,7 +87,7 @@ class BusyClock {
 class PreadEngine : public IoEngine {
  public:
   PreadEngine(int threads, int max_ops, Completion done, void* ctx)
-      : queue_(max_ops + 1), done_(done), ctx_(ctx) {
+      : queue_(max_ops), done_(done), ctx_(ctx) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~PreadEngine() override {
@@ -69,11 +98,10 @@ class PreadEngine : public IoEngine {
     cv_.notify_all();
     for (auto& t : workers_) t.join();
   }
-  void submit(ReadOp* op) override {
+  void submit(ReadOp* op, bool urgent) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      CLB_ASSERT(count_ < queue_.size());
-      queue_[(head_ + count_++) % queue_.size()] = op;
+      queue_.push(op, urgent);
       clock_.start();
     }
     cv_.notify_one();
@@ -93,11 +121,9 @@ class PreadEngine : public IoEngine {
       ReadOp* op;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || count_ > 0; });
-        if (count_ == 0) return;
-        op = queue_[head_];
-        head_ = (head_ + 1) % queue_.size();
-        --count_;
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        op = queue_.pop();
       }
       op->done = 0;
       const bool ok = read_rest(*op, err, sizeof err);
@@ -114,8 +140,7 @@ class PreadEngine : public IoEngine {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<ReadOp*> queue_;  // ring of pending ops
-  size_t head_ = 0, count_ = 0;
+  OpQueue queue_;  // pending ops
   bool stop_ = false;
   std::vector<std::thread> workers_;
   Completion done_;
@@ -129,7 +154,7 @@ class PreadEngine : public IoEngine {
 class UringEngine : public IoEngine {
  public:
   UringEngine(int depth, int max_ops, Completion done, void* ctx)
-      : depth_(depth), queue_(max_ops + 1), done_(done), ctx_(ctx) {}
+      : depth_(depth), queue_(max_ops), done_(done), ctx_(ctx) {}
   // Returns 0 or -errno.
   int init() {
     int r = io_uring_queue_init(static_cast<unsigned>(depth_), &ring_, 0);
@@ -155,7 +180,7 @@ class UringEngine : public IoEngine {
     reaper_.join();
     io_uring_queue_exit(&ring_);
   }
-  void submit(ReadOp* op) override {
+  void submit(ReadOp* op, bool urgent) override {
     std::lock_guard<std::mutex> lock(mu_);
     op->done = 0;
     clock_.start();
@@ -163,8 +188,7 @@ class UringEngine : public IoEngine {
       start(op);
       io_uring_submit(&ring_);
     } else {
-      CLB_ASSERT(count_ < queue_.size());
-      queue_[(head_ + count_++) % queue_.size()] = op;
+      queue_.push(op, urgent);
     }
   }
   IoEngineStats stats() const override {
@@ -223,11 +247,7 @@ class UringEngine : public IoEngine {
         ++stats_.reads;
         clock_.stop();
       }
-      while (inflight_ < depth_ && count_ > 0) {
-        start(queue_[head_]);
-        head_ = (head_ + 1) % queue_.size();
-        --count_;
-      }
+      while (inflight_ < depth_ && !queue_.empty()) start(queue_.pop());
       io_uring_submit(&ring_);
       if (!again) {
         // The completion takes the owner's lock; release ours first.
@@ -242,8 +262,7 @@ class UringEngine : public IoEngine {
   io_uring ring_{};
   bool ready_ = false;
   mutable std::mutex mu_;
-  std::vector<ReadOp*> queue_;  // ring of ops waiting for room in the ring
-  size_t head_ = 0, count_ = 0;
+  OpQueue queue_;  // ops waiting for room in the ring
   int inflight_ = 0;
   bool stop_ = false;
   std::thread reaper_;

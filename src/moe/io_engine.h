@@ -37,8 +37,9 @@ class IoEngine {
   using Completion = void (*)(void* ctx, ReadOp& op, const char* error);
 
   virtual ~IoEngine() = default;
-  // Starts the read; never blocks on I/O. Thread-safe.
-  virtual void submit(ReadOp* op) = 0;
+  // Starts the read; never blocks on I/O. Thread-safe. Urgent reads (someone
+  // waits on them) start before every waiting read that is not.
+  virtual void submit(ReadOp* op, bool urgent) = 0;
   virtual IoEngineStats stats() const = 0;
   virtual const char* name() const = 0;
 };

@@ -142,7 +142,7 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   std::unique_lock<std::mutex> lock(mu_);
   for (int i = 0; i < n_pinned_; ++i) {
     slots_[i].pinned = true;
-    if (where_[o.pinned[i]] < 0) start_load(i, o.pinned[i], false);
+    if (where_[o.pinned[i]] < 0) start_load(i, o.pinned[i], false, false);
   }
   cv_.wait(lock, [&] { return loading_ == 0; });
   for (int i = 0; i < n_pinned_; ++i)
@@ -230,7 +230,7 @@ int StreamingExpertStore::pick_victim(bool for_prefetch) const {
   return best >= 0 ? best : fallback;
 }
 
-void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch) {
+void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, bool urgent) {
   check_file();
   {
     std::lock_guard<std::mutex> lock(populate_mu_);
@@ -287,7 +287,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch) {
   ++stats_.loads;
   if (by_prefetch) ++stats_.prefetch_loads;
   if (!s.pinned) policy_->on_insert(slot - n_pinned_, key, now_);
-  for (int p = 0; p < kParts; ++p) io_->submit(&ops_[static_cast<size_t>(slot) * kParts + p]);
+  for (int p = 0; p < kParts; ++p) io_->submit(&ops_[static_cast<size_t>(slot) * kParts + p], urgent);
 }
 
 ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
@@ -318,7 +318,7 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
         first_look = false;
         continue;
       }
-      start_load(slot, key, false);
+      start_load(slot, key, false, true);
     }
     Slot& s = slots_[slot];
     if (s.state == State::kReady) {
@@ -356,7 +356,7 @@ void StreamingExpertStore::release(int layer, int expert) {
 }
 
 void StreamingExpertStore::prefetch_locked(int layer, std::span<const int> experts,
-                                           uint64_t visit) {
+                                           uint64_t visit, bool urgent) {
   for (int e : experts) {
     CLB_ASSERT(e >= 0 && e < n_expert_);
     const int32_t key = layer * n_expert_ + e;
@@ -367,7 +367,7 @@ void StreamingExpertStore::prefetch_locked(int layer, std::span<const int> exper
     }
     const int slot = pick_victim(true);
     if (slot < 0) return;  // the cache is full of slabs this step needs
-    start_load(slot, key, true);
+    start_load(slot, key, true, urgent);
     slots_[slot].visit = visit;
   }
 }
@@ -377,7 +377,7 @@ void StreamingExpertStore::prefetch(int layer, std::span<const int> experts) {
   std::lock_guard<std::mutex> lock(mu_);
   // The exact experts of the layer about to run: a new visit of it.
   enter_layer(layer);
-  prefetch_locked(layer, experts, visit_);
+  prefetch_locked(layer, experts, visit_, true);
 }
 
 void StreamingExpertStore::prefetch_predicted(int layer, std::span<const int> experts) {
@@ -389,7 +389,7 @@ void StreamingExpertStore::prefetch_predicted(int layer, std::span<const int> ex
   // Guesses are made before the current layer's own visit starts; they count
   // as touched in that visit, so the current layer's loads do not evict them
   // before the next layer has had its chance to use them.
-  if (predict_) prefetch_locked(layer, experts, visit_ + 1);
+  if (predict_) prefetch_locked(layer, experts, visit_ + 1, false);
 }
 
 ExpertStoreStats StreamingExpertStore::stats() const {

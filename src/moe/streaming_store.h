@@ -99,10 +99,12 @@ class StreamingExpertStore : public ExpertStore {
   void enter_layer(int layer);
   // The slot to fill; -1 if none may be evicted now.
   int pick_victim(bool for_prefetch) const;
-  void start_load(int slot, int32_t key, bool by_prefetch);
+  // by_prefetch: counted as a prefetch load; urgent: the forward pass needs
+  // the slab for the layer it is at (its reads go before any guess's).
+  void start_load(int slot, int32_t key, bool by_prefetch, bool urgent);
   // Starts loads of the experts not resident; every named slab is marked as
   // touched in layer visit `visit` (protected from prefetch evictions then).
-  void prefetch_locked(int layer, std::span<const int> experts, uint64_t visit);
+  void prefetch_locked(int layer, std::span<const int> experts, uint64_t visit, bool urgent);
 
   std::string path_;
   uint64_t file_size_;

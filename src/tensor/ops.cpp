@@ -56,7 +56,8 @@ void packed_product(const KernelTable& k, const TensorView& w, const uint8_t* x,
   if (group.size() < group_bytes) group.resize(group_bytes);
   for (int64_t r = r0; r < r1; r += kPackRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kPackRows, r1 - r));
-    tt.pack_group(w.row(r), w.row_stride(), rows, group.data(), n);
+    (k.pack_group[slot(w.type)] ? k.pack_group[slot(w.type)] : tt.pack_group)(w.row(r), w.row_stride(),
+                                                                             rows, group.data(), n);
     if (rows == kPackRows) {
       f(group.data(), 1, x, x_stride, n_tok, n, y + (r - r0), y_stride);
       continue;
@@ -84,7 +85,8 @@ void pack_rows(DType t, uint8_t* data, int64_t n_rows, int64_t n) { pack_rows(t,
 
 void pack_rows(DType t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_t n) {
   CLB_ASSERT(n_rows % kPackRows == 0 && src >= dst);
-  const PackGroupFn pack = type_traits(t).pack_group;
+  const PackGroupFn fast = active_kernel_table().pack_group[slot(t)];
+  const PackGroupFn pack = fast ? fast : type_traits(t).pack_group;
   CLB_ASSERT(pack != nullptr);
   const size_t stride = row_bytes(t, n), group_bytes = kPackRows * stride;
   thread_local std::vector<uint8_t> plain;  // grown once per thread

@@ -1,6 +1,7 @@
-// Packed row groups (kernels/ref/packed.cpp): the layout round-trips, the
-// scalar packed kernels agree with the plain reference dot, every ISA's packed
-// kernel equals the scalar packed kernel bit for bit, and products through
+// Packed row groups (kernels/ref/packed.cpp): the layout round-trips, every
+// ISA's packing writes it byte for byte, the scalar packed kernels agree with
+// the plain reference dot, every ISA's packed kernel equals the scalar packed
+// kernel bit for bit, and products through
 // ops.h give the same bits whether the weights were packed or not, for
 // matvec and matmul, any token count and row ranges on group boundaries.
 #include <gtest/gtest.h>
@@ -71,6 +72,31 @@ TEST(Packed, LayoutRoundTrips) {
           }
         }
       }
+    }
+  }
+}
+
+// Every ISA's packing writes the reference layout byte for byte: whole and
+// partial groups, odd block counts, rows further apart than their length.
+TEST(Packed, IsaPackingEqualsTheReferenceLayout) {
+  std::mt19937 rng(13);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    if (!isa_supported(isa)) continue;
+    for (DType t : kPackedTypes) {
+      const PackGroupFn f = kernel_table(isa).pack_group[slot(t)];
+      if (!f) continue;
+      for (int64_t n : {256, 768, 1280, 2048})
+        for (int rows : {16, 11, 1})
+          for (size_t pad : {size_t{0}, size_t{18}}) {
+            const size_t rb = row_bytes(t, n), stride = rb + pad;
+            std::vector<uint8_t> src(stride * 16);
+            for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
+            std::vector<uint8_t> got(16 * rb, 0xAB), want(16 * rb, 0xCD);
+            f(src.data(), stride, rows, got.data(), n);
+            type_traits(t).pack_group(src.data(), stride, rows, want.data(), n);
+            ASSERT_EQ(got, want) << isa_name(isa) << " " << dtype_name(t) << " n " << n << " rows "
+                                 << rows << " stride " << stride;
+          }
     }
   }
 }

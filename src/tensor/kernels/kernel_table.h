@@ -76,6 +76,9 @@ struct KernelTable {
   // of that type runs it (weights not packed at load are packed a group at a
   // time on the way), so results never depend on whether weights were packed.
   PackedTileFn packed[kTypeSlots] = {};
+  // By weight type: the packed layout written faster than TypeTraits'
+  // reference (the same bytes); null: the reference.
+  PackGroupFn pack_group[kTypeSlots] = {};
   AttendKvFn<float> attend = nullptr;
   AttendBatchKvFn<float> attend_batch = nullptr;
   AttendKvFn<uint16_t> attend_f16 = nullptr;

@@ -253,12 +253,82 @@ struct PackedQ4K {
   }
 };
 
+// Packing (the layout of kernels/ref/packed.cpp, byte for byte), on every
+// expert a streaming store loads: 16 rows' 16-byte pieces at p, p + stride,
+// ... are transposed so that out[k] holds word k of row i in lane i. Row
+// 4j + m goes to 128-bit lane j of z[m]; a 4x4 word transpose inside each
+// lane across z[0..3] then leaves lane j of out[k] = word k of rows 4j..4j+3.
+inline void transpose_words(const uint8_t* p, size_t stride, __m512i (&out)[4]) {
+  __m512i z[4];
+  for (int m = 0; m < 4; ++m) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + m * stride)));
+    for (int j = 1; j < 4; ++j) {
+      const __m128i r = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + (4 * j + m) * stride));
+      v = j == 1 ? _mm512_inserti32x4(v, r, 1) : j == 2 ? _mm512_inserti32x4(v, r, 2) : _mm512_inserti32x4(v, r, 3);
+    }
+    z[m] = v;
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]),
+                t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// q4_0 (kWords 4) and q8_0 (8, each byte stored as q + 128): per block, the
+// quants in kWords / 4 transposes, the 16 scales copied.
+template <int kWords, size_t kBlockBytes>
+void pack_group_q(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  constexpr DType kType = kWords == 4 ? DType::Q4_0 : DType::Q8_0;
+  if (rows < kPackRows) return type_traits(kType).pack_group(src, src_stride, rows, dst, n);
+  const __m512i flip = _mm512_set1_epi8(kWords == 8 ? static_cast<char>(0x80) : 0);
+  const int64_t nb = n / kQK;
+  uint8_t* scales = dst + nb * kWords * 64;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = src + b * kBlockBytes;
+    for (int h = 0; h < kWords / 4; ++h) {
+      __m512i w[4];
+      transpose_words(blk + 2 + 16 * h, src_stride, w);
+      for (int k = 0; k < 4; ++k)
+        _mm512_storeu_si512(dst + b * kWords * 64 + 64 * (4 * h + k), _mm512_xor_si512(w[k], flip));
+    }
+    for (int i = 0; i < kPackRows; ++i) std::memcpy(scales + 32 * b + 2 * i, blk + i * src_stride, 2);
+  }
+}
+
+// q4_K: one transpose of a block's first 16 bytes gives d | dmin << 16 and
+// the three scale words; eight more give the 32 quant words.
+void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  if (rows < kPackRows) return type_traits(DType::Q4_K).pack_group(src, src_stride, rows, dst, n);
+  const int64_t nb = n / kQK_K;
+  uint8_t* scales = dst + nb * PackedQ4K::kQs;
+  uint8_t* ds = scales + nb * PackedQ4K::kScales;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = src + b * sizeof(block_q4_K);
+    __m512i h[4];
+    transpose_words(blk, src_stride, h);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + b * PackedQ4K::kD), _mm512_cvtepi32_epi16(h[0]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + b * PackedQ4K::kD + 32),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+    for (int w = 0; w < 3; ++w) _mm512_storeu_si512(scales + b * PackedQ4K::kScales + 64 * w, h[1 + w]);
+    for (int m = 0; m < 8; ++m) {
+      __m512i q[4];
+      transpose_words(blk + 16 + 16 * m, src_stride, q);
+      for (int k = 0; k < 4; ++k) _mm512_storeu_si512(dst + b * PackedQ4K::kQs + 64 * (4 * m + k), q[k]);
+    }
+  }
+}
+
 }  // namespace
 
 void add_avx512_packed_kernels(KernelTable& t) {
   t.packed[slot(DType::Q4_0)] = Packed<true>::run;
   t.packed[slot(DType::Q8_0)] = Packed<false>::run;
   t.packed[slot(DType::Q4_K)] = PackedQ4K::run;
+  t.pack_group[slot(DType::Q4_0)] = pack_group_q<4, sizeof(block_q4_0)>;
+  t.pack_group[slot(DType::Q8_0)] = pack_group_q<8, sizeof(block_q8_0)>;
+  t.pack_group[slot(DType::Q4_K)] = pack_group_q4_K;
 }
 
 }  // namespace colibri

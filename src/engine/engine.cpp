@@ -13,10 +13,6 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
   file_ = GgufFile::open(o.model_path);
   cfg_ = ModelConfig::from_gguf(*file_);
   weights_ = bind_weights(*file_, cfg_);
-  tokenizer_ = Tokenizer::from_gguf(*file_);
-  CLB_CHECK(tokenizer_->n_vocab() == cfg_.n_vocab,
-            "%s: the tokenizer has %d tokens but token_embd.weight has %d rows",
-            o.model_path.c_str(), tokenizer_->n_vocab(), cfg_.n_vocab);
 
   int threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(threads, 1);
@@ -32,6 +28,12 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
       runtime_bytes_estimate(cfg_, n_ctx, o.n_batch, std::max(o.n_seq, 1), threads,
                              static_cast<int>(KVCache::element_bytes(o.kv_type)));
   store_ = make_expert_store(o.store, *file_, cfg_, weights_, runtime, &plan_);
+  // The dense weights load in the background from here on; the vocabulary
+  // is built meanwhile.
+  tokenizer_ = Tokenizer::from_gguf(*file_);
+  CLB_CHECK(tokenizer_->n_vocab() == cfg_.n_vocab,
+            "%s: the tokenizer has %d tokens but token_embd.weight has %d rows",
+            o.model_path.c_str(), tokenizer_->n_vocab(), cfg_.n_vocab);
   kv_ = std::make_unique<KVCache>(cfg_, n_ctx, std::max(o.n_seq, 1), o.kv_type);
   transformer_ = std::make_unique<Transformer>(cfg_, weights_, *store_, *pool_, o.precision,
                                                o.n_batch, n_ctx);
@@ -41,6 +43,11 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
 }
 
 Engine::~Engine() = default;
+
+const ModelWeights& Engine::weights() const {
+  store_->wait_dense(ExpertStore::kAllDense);
+  return weights_;
+}
 
 const float* Engine::eval_prompt(std::span<const int32_t> tokens, int seq, int pos0) {
   CLB_CHECK(!tokens.empty(), "nothing to evaluate: the prompt has no tokens");

@@ -55,7 +55,9 @@ class Engine {
   const ModelConfig& config() const { return cfg_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
-  const ModelWeights& weights() const { return weights_; }
+  // Waits until every dense tensor is in place (they load in the background
+  // after construction).
+  const ModelWeights& weights() const;
   const EngineOptions& options() const { return opts_; }
   int n_ctx() const { return kv_->n_ctx(); }
   int n_vocab() const { return cfg_.n_vocab; }

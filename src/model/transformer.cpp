@@ -160,6 +160,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   const int n = static_cast<int>(batch.size());
   CLB_ASSERT(n >= 1 && n <= max_batch_);
   const int E = cfg_.n_embd;
+  store_.wait_dense(0);  // the embeddings
   for (int t = 0; t < n; ++t) {
     const BatchToken& b = batch[t];
     CLB_CHECK(b.token >= 0 && b.token < cfg_.n_vocab, "token id %d is outside the vocabulary (%d)",
@@ -181,6 +182,9 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   }
 
   for (int l = 0; l < cfg_.n_layer; ++l) {
+    // This layer's dense weights, and the next layer's router the guess
+    // below reads (a first prompt may start while they still load).
+    store_.wait_dense(l + 2);
     const LayerWeights& L = w_.layers[l];
     for (int t = 0; t < n; ++t)
       rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.attn_norm.data), E,
@@ -209,6 +213,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   }
 
   // Final norm and the output projection, for the tokens that want logits.
+  store_.wait_dense(cfg_.n_layer + 1);
   int m = 0;
   for (int t = 0; t < n; ++t) {
     if (!batch[t].logits) continue;

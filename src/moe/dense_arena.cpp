@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -29,42 +32,52 @@ constexpr size_t kPage = 4096;  // O_DIRECT alignment
 // embedding table never sits there whole.
 constexpr size_t kChunk = 8u << 20;
 constexpr int kMaxReaders = 4;
+constexpr size_t kFaultStep = 1u << 20;
 
 uint64_t page_down(uint64_t x) { return x / kPage * kPage; }
 uint64_t page_up(uint64_t x) { return (x + kPage - 1) / kPage * kPage; }
 
-// One dense tensor: its bytes in the file and every view that shows it (a
-// tied output shares the embedding).
+// One dense tensor: its bytes in the file, every view that shows it (a tied
+// output shares the embedding) and the stage that first needs it.
 struct Range {
   uint64_t offset = 0;
   size_t bytes = 0;
+  int stage = 0;
   std::vector<TensorView*> views;
 };
 
 std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w) {
-  std::vector<TensorView*> views = {&w.token_embd, &w.output_norm, &w.output};
-  for (LayerWeights& L : w.layers)
+  const int n_layer = static_cast<int>(w.layers.size());
+  std::vector<std::pair<TensorView*, int>> views = {
+      {&w.token_embd, 0}, {&w.output_norm, n_layer + 1}, {&w.output, n_layer + 1}};
+  for (int l = 0; l < n_layer; ++l) {
+    LayerWeights& L = w.layers[l];
     for (TensorView* v : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
                           &L.k_norm, &L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router,
                           &L.shexp_gate, &L.shexp_up, &L.shexp_down, &L.shexp_gate_inp})
-      views.push_back(v);
+      views.emplace_back(v, 1 + l);
+  }
   CLB_CHECK(!f.tensors().empty(), "%s: the file has no tensors", f.name().c_str());
   const GgufTensor& t0 = f.tensors().front();
   const uint8_t* base = f.tensor_data(t0) - t0.offset;  // byte 0 of the mapping
   std::vector<Range> out;
-  for (TensorView* v : views) {
+  for (auto [v, stage] : views) {
     if (!v->data) continue;
     const uint64_t off = static_cast<uint64_t>(v->data - base);
     auto it = std::find_if(out.begin(), out.end(), [&](const Range& r) { return r.offset == off; });
     if (it != out.end()) {
       it->views.push_back(v);
+      it->stage = std::min(it->stage, stage);
       continue;
     }
     const size_t bytes = static_cast<size_t>(v->n_rows()) * v->row_stride();
     CLB_ASSERT(off + bytes <= f.file_size());
-    out.push_back({off, bytes, {v}});
+    out.push_back({off, bytes, stage, {v}});
   }
-  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.offset < b.offset; });
+  // The order of the reads: by stage, then through the file.
+  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) {
+    return a.stage != b.stage ? a.stage < b.stage : a.offset < b.offset;
+  });
   return out;
 }
 
@@ -91,75 +104,59 @@ std::vector<Span> layout(const std::vector<Range>& ranges, size_t* total) {
   return spans;
 }
 
+// One read: at most kChunk bytes of one span.
+struct Chunk {
+  uint64_t offset;
+  size_t length, at;
+  size_t span;
+};
+
 }  // namespace
 
-DenseArena::~DenseArena() {
-  if (data_) munmap(data_, bytes_);
-}
-
-uint64_t DenseArena::bytes_needed(const GgufFile& f, const ModelWeights& w) {
-  size_t total = 0;
-  layout(dense_ranges(f, const_cast<ModelWeights&>(w)), &total);
-  return total;
-}
-
-DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
-  std::vector<Range> ranges = dense_ranges(f, w);
-  size_t total = 0;
-  const std::vector<Span> spans = layout(ranges, &total);
-  DenseArena a;
-  if (total == 0) return a;
-  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CLB_CHECK(p != MAP_FAILED, "cannot allocate %zu bytes for the dense weights: %s", total,
-            std::strerror(errno));
-  a.data_ = static_cast<uint8_t*>(p);
-  a.bytes_ = total;
-
-  const std::string& path = f.name();
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CLB_CHECK(fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
-  // Around the page cache where the file system allows: no copy, nothing to
-  // drop, and the budget never sees a second copy.
-  int direct_fd = o_direct ? open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
-  if (direct_fd >= 0 && !direct_reads_work(direct_fd)) {
-    close(direct_fd);
-    direct_fd = -1;
-  }
-  struct Closer {
-    int fd, direct_fd;
-    ~Closer() {
-      close(fd);
-      if (direct_fd >= 0) close(direct_fd);
-    }
-  } closer{fd, direct_fd};
-  const off_t size = lseek(fd, 0, SEEK_END);
-  CLB_CHECK(size == static_cast<off_t>(f.file_size()),
-            "%s: the file is %lld bytes, not the %zu it had when opened: it changed underneath",
-            path.c_str(), static_cast<long long>(size), f.file_size());
-  if (direct_fd < 0) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-
-  // The reads, cut in chunks and shared by a few threads: while one waits on
-  // the disk another faults in its pages (first touch of fresh memory costs
-  // CPU) and packs the matrices whose bytes are all in.
-  struct Chunk {
-    uint64_t offset;
-    size_t length, at;
-    size_t span;
-  };
+// The reads in flight and what they have placed. Readers take chunks in
+// order from `next`; the last chunk of a span places its tensor, the last
+// tensor of a stage advances `ready`.
+struct DenseArena::Loader {
+  std::string path;
+  uint64_t file_size = 0;
+  uint8_t* data = nullptr;
+  size_t bytes = 0;
+  int fd = -1, direct_fd = -1;
+  std::vector<Range> ranges;
+  std::vector<Span> spans;
   std::vector<Chunk> chunks;
-  for (size_t i = 0; i < spans.size(); ++i)
-    for (uint64_t o = spans[i].file_begin; o < spans[i].file_end; o += kChunk)
-      chunks.push_back({o, static_cast<size_t>(std::min<uint64_t>(kChunk, spans[i].file_end - o)),
-                        spans[i].at + (o - spans[i].file_begin), i});
-  std::vector<std::atomic<size_t>> left(spans.size());  // chunks of each span not read yet
-  for (const Chunk& c : chunks) left[c.span].fetch_add(1, std::memory_order_relaxed);
+  std::unique_ptr<std::atomic<size_t>[]> left;  // per span: chunks not read yet
   std::atomic<size_t> next{0};
-  std::mutex mu;
+  std::atomic<bool> stop{false};
+  int n_stages = 0;
+  std::atomic<int> ready_fast{-1};  // `ready`, read without the lock
+
+  mutable std::mutex mu;
+  mutable std::condition_variable cv;
+  std::vector<int> stage_left;  // per stage: tensors not placed yet
+  int ready = -1;               // every stage <= ready is in place
+  int running = 0;              // readers not finished
   std::string error;
-  auto place = [&](const Span& sp) {
+  std::vector<std::thread> threads;
+
+  ~Loader() {
+    stop.store(true);
+    for (std::thread& t : threads) t.join();
+    if (fd >= 0) close(fd);
+    if (direct_fd >= 0) close(direct_fd);
+    if (data) munmap(data, bytes);
+  }
+
+  void fail(std::string e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error.empty()) error = std::move(e);
+    cv.notify_all();
+  }
+
+  void place(const Span& sp) {
     Range& r = ranges[sp.range];
-    const uint8_t* src = a.data_ + sp.at + (r.offset - sp.file_begin);
-    uint8_t* dst = a.data_ + sp.at + (r.offset - sp.file_begin) / kAlign * kAlign;
+    const uint8_t* src = data + sp.at + (r.offset - sp.file_begin);
+    uint8_t* dst = data + sp.at + (r.offset - sp.file_begin) / kAlign * kAlign;
     // Matrices the kernels read packed (tensor/ops.h packs) are packed now,
     // once, on the way down to the aligned place.
     const TensorView& v0 = *r.views.front();
@@ -172,49 +169,141 @@ DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
       v->data = dst;
       v->packed = pack;
     }
-  };
-  auto reader = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    --stage_left[r.stage];
+    const int before = ready;
+    while (ready + 1 < n_stages && stage_left[ready + 1] == 0) ++ready;
+    if (ready != before) {
+      ready_fast.store(ready, std::memory_order_release);
+      cv.notify_all();
+    }
+  }
+
+  void reader() {
     for (;;) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!error.empty()) return;
-      }
-      const size_t k = next.fetch_add(1);
-      if (k >= chunks.size()) return;
+      const size_t k = stop.load() ? chunks.size() : next.fetch_add(1);
+      if (k >= chunks.size()) break;
       const Chunk& c = chunks[k];
       // The file's last page may be partial: only the bytes up to its end must come.
-      const uint64_t need = std::min<uint64_t>(c.offset + c.length, f.file_size()) - c.offset;
+      const uint64_t need = std::min<uint64_t>(c.offset + c.length, file_size) - c.offset;
+      // The destination's fresh pages, faulted in 1 MiB steps before the
+      // read: a read faulting them itself holds the address space's lock
+      // for the whole chunk, and every mmap meanwhile waits.
+      for (size_t o = 0; o < c.length; o += kFaultStep)
+        populate_pages(data + c.at + o, std::min(kFaultStep, c.length - o));
       uint64_t done = 0;
       while (done < need) {
-        const ssize_t n = pread(direct_fd >= 0 ? direct_fd : fd, a.data_ + c.at + done, c.length - done,
+        const ssize_t n = pread(direct_fd >= 0 ? direct_fd : fd, data + c.at + done, c.length - done,
                                 static_cast<off_t>(c.offset + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (error.empty())
-            error = strprintf("%s: reading %zu bytes at offset %llu: %s", path.c_str(), c.length,
-                              static_cast<unsigned long long>(c.offset + done),
-                              n < 0 ? std::strerror(errno) : "the file ended early (truncated?)");
-          return;
+          fail(strprintf("%s: reading %zu bytes at offset %llu: %s", path.c_str(), c.length,
+                         static_cast<unsigned long long>(c.offset + done),
+                         n < 0 ? std::strerror(errno) : "the file ended early (truncated?)"));
+          stop.store(true);
+          break;
         }
         done += static_cast<uint64_t>(n);
       }
+      if (done < need) break;
       if (direct_fd < 0) drop_file_cache(fd, c.offset, c.length);
       if (left[c.span].fetch_sub(1) == 1) place(spans[c.span]);
     }
-  };
+    std::lock_guard<std::mutex> lock(mu);
+    // Whatever read-ahead brought in goes too (also the mapping's, from
+    // parsing the header).
+    if (--running == 0) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  }
+};
+
+DenseArena::DenseArena() = default;
+DenseArena::DenseArena(DenseArena&&) noexcept = default;
+DenseArena& DenseArena::operator=(DenseArena&&) noexcept = default;
+DenseArena::~DenseArena() = default;
+
+size_t DenseArena::bytes() const { return loader_ ? loader_->bytes : 0; }
+
+uint64_t DenseArena::bytes_needed(const GgufFile& f, const ModelWeights& w) {
+  size_t total = 0;
+  layout(dense_ranges(f, const_cast<ModelWeights&>(w)), &total);
+  return total;
+}
+
+DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct) {
+  auto L = std::make_unique<Loader>();
+  L->path = f.name();
+  L->file_size = f.file_size();
+  L->ranges = dense_ranges(f, w);
+  L->n_stages = static_cast<int>(w.layers.size()) + 2;
+  L->stage_left.assign(static_cast<size_t>(L->n_stages), 0);
+  for (const Range& r : L->ranges) ++L->stage_left[r.stage];
+  while (L->ready + 1 < L->n_stages && L->stage_left[L->ready + 1] == 0) ++L->ready;
+  L->ready_fast.store(L->ready);
+  size_t total = 0;
+  L->spans = layout(L->ranges, &total);
+  DenseArena a;
+  if (total == 0) {
+    a.loader_ = std::move(L);
+    return a;
+  }
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CLB_CHECK(p != MAP_FAILED, "cannot allocate %zu bytes for the dense weights: %s", total,
+            std::strerror(errno));
+  L->data = static_cast<uint8_t*>(p);
+  L->bytes = total;
+
+  const std::string& path = L->path;
+  L->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CLB_CHECK(L->fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
+  // Around the page cache where the file system allows: no copy, nothing to
+  // drop, and the budget never sees a second copy.
+  L->direct_fd = o_direct ? open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
+  if (L->direct_fd >= 0 && !direct_reads_work(L->direct_fd)) {
+    close(L->direct_fd);
+    L->direct_fd = -1;
+  }
+  const off_t size = lseek(L->fd, 0, SEEK_END);
+  CLB_CHECK(size == static_cast<off_t>(f.file_size()),
+            "%s: the file is %lld bytes, not the %zu it had when opened: it changed underneath",
+            path.c_str(), static_cast<long long>(size), f.file_size());
+  if (L->direct_fd < 0) posix_fadvise(L->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+
+  // The reads, cut in chunks and shared by a few threads: while one waits on
+  // the disk another faults in its pages (first touch of fresh memory costs
+  // CPU) and packs the matrices whose bytes are all in.
+  for (size_t i = 0; i < L->spans.size(); ++i) {
+    const Span& sp = L->spans[i];
+    for (uint64_t o = sp.file_begin; o < sp.file_end; o += kChunk)
+      L->chunks.push_back({o, static_cast<size_t>(std::min<uint64_t>(kChunk, sp.file_end - o)),
+                           sp.at + (o - sp.file_begin), i});
+  }
+  L->left = std::make_unique<std::atomic<size_t>[]>(L->spans.size());
+  for (size_t i = 0; i < L->spans.size(); ++i) L->left[i].store(0, std::memory_order_relaxed);
+  for (const Chunk& c : L->chunks) L->left[c.span].fetch_add(1, std::memory_order_relaxed);
   const int n_threads = static_cast<int>(
-      std::clamp<size_t>(std::min<size_t>(chunks.size(), std::thread::hardware_concurrency()), 1,
+      std::clamp<size_t>(std::min<size_t>(L->chunks.size(), std::thread::hardware_concurrency()), 1,
                          kMaxReaders));
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < n_threads; ++t) helpers.emplace_back(reader);
-  reader();
-  for (std::thread& t : helpers) t.join();
-  CLB_CHECK(error.empty(), "%s", error.c_str());
-  // Whatever read-ahead brought in goes too (also the mapping's, from parsing
-  // the header).
-  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  L->running = n_threads;
+  Loader* raw = L.get();
+  for (int t = 0; t < n_threads; ++t) L->threads.emplace_back([raw] { raw->reader(); });
+  a.loader_ = std::move(L);
   return a;
+}
+
+DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
+  DenseArena a = start(f, w, o_direct);
+  a.wait(std::numeric_limits<int>::max());
+  return a;
+}
+
+void DenseArena::wait(int stage) const {
+  const Loader* L = loader_.get();
+  if (!L) return;
+  stage = std::min(stage, L->n_stages - 1);
+  if (L->ready_fast.load(std::memory_order_acquire) >= stage) return;
+  std::unique_lock<std::mutex> lock(L->mu);
+  L->cv.wait(lock, [&] { return L->ready >= stage || !L->error.empty(); });
+  CLB_CHECK(L->error.empty(), "%s", L->error.c_str());
 }
 
 }  // namespace colibri

@@ -77,6 +77,13 @@ class ExpertStore {
   virtual bool ready(int layer, int expert) const { return true; }
   virtual ExpertStoreStats stats() const = 0;
   virtual const char* name() const = 0;
+  // The dense weights a placed store copies out of the file load in the
+  // background, in stages (moe/dense_arena.h: 0 the token embeddings, 1 + l
+  // layer l, n_layer + 1 the output): returns once every stage <= `stage` is
+  // in place (kAllDense: all), and only then may the views of those weights
+  // be read. Throws Error if their load failed.
+  static constexpr int kAllDense = 1 << 30;
+  virtual void wait_dense(int stage) {}
 };
 
 // Serves views straight into the memory-mapped model file: the page cache

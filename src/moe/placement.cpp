@@ -314,7 +314,8 @@ std::string Plan::describe() const {
 
 namespace {
 
-// Owns the dense arena beside the store that serves experts; forwards the rest.
+// Owns the dense arena beside the store that serves experts (and answers
+// wait_dense from it); forwards the rest.
 class PlacedStore : public ExpertStore {
  public:
   PlacedStore(DenseArena arena, std::unique_ptr<ExpertStore> inner)
@@ -330,6 +331,7 @@ class PlacedStore : public ExpertStore {
   bool ready(int layer, int expert) const override { return inner_->ready(layer, expert); }
   ExpertStoreStats stats() const override { return inner_->stats(); }
   const char* name() const override { return inner_->name(); }
+  void wait_dense(int stage) override { arena_.wait(stage); }
 
  private:
   DenseArena arena_;  // destroyed after inner_
@@ -373,7 +375,9 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
     }
     inner = std::move(s);
   }
-  DenseArena arena = DenseArena::load(f, w, o.o_direct);
+  // The dense reads run on while the caller goes on (its forward pass waits
+  // per stage): a first prompt's expert reads share the disk with them.
+  DenseArena arena = DenseArena::start(f, w, o.o_direct);
   if (plan_out) *plan_out = p;
   return std::make_unique<PlacedStore>(std::move(arena), std::move(inner));
 }

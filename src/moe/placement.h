@@ -95,10 +95,11 @@ uint64_t runtime_bytes_estimate(const ModelConfig& cfg, int n_ctx, int n_batch, 
 Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,
                const ModelWeights& w, uint64_t other_bytes);
 
-// Plans, copies the dense weights into anonymous memory (pread, then
-// fadvise DONTNEED on the file ranges) and points w's views at the copy, then
-// builds the store for the experts. The returned store owns that memory: it
-// must outlive every use of w. Throws Error.
+// Plans, builds the store for the experts, then starts copying the dense
+// weights into anonymous memory (moe/dense_arena.h), pointing w's views at
+// the copy as each lands: read a view only after the store's wait_dense()
+// covers it. The returned store owns that memory: it must outlive every use
+// of w. Throws Error.
 std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, const GgufFile& f,
                                                const ModelConfig& cfg, ModelWeights& w,
                                                uint64_t other_bytes, Plan* plan_out = nullptr);

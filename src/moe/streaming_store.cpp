@@ -111,13 +111,19 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   pool_ = static_cast<uint8_t*>(p);
   populate_ = std::jthread([this](std::stop_token stop) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // this thread only (Linux)
-    constexpr size_t kChunk = 8u << 20;
+    // Small steps: faulting holds the address space's lock, and every mmap
+    // (a new thread's stack, a buffer) waits for the step in progress.
+    constexpr size_t kChunk = 1u << 20;
     for (size_t at = 0; at < pool_bytes_ && !stop.stop_requested();) {
       size_t ahead;
       {
-        // Far enough ahead of the slots in use: wait for loads to move on.
+        // From the first load on (before it, the engine is still mapping its
+        // buffers and starting threads, and each mmap would wait for this
+        // thread's faults), and no further ahead than kPopulateAhead.
         std::unique_lock<std::mutex> lock(populate_mu_);
-        if (!populate_cv_.wait(lock, stop, [&] { return frontier_ * slot_bytes_ + kPopulateAhead > at; }))
+        if (!populate_cv_.wait(lock, stop, [&] {
+              return frontier_ > 0 && frontier_ * slot_bytes_ + kPopulateAhead > at;
+            }))
           return;
         ahead = frontier_ * slot_bytes_ + kPopulateAhead;
       }

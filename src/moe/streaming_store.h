@@ -121,11 +121,11 @@ class StreamingExpertStore : public ExpertStore {
   uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
   size_t pool_bytes_ = 0;
   // Faults the pool in, in slot order (the order empty slots are filled), at
-  // low priority, up to kPopulateAhead past the highest slot a load has used:
-  // first touch of fresh memory costs about as much CPU as a fast disk read of
-  // it, better spent while the dense weights load and ahead of the I/O
-  // threads than on them once the prompt waits for experts, and no further
-  // ahead than the loads need (slots a short run never uses stay untouched).
+  // low priority, from the first load on, up to kPopulateAhead past the
+  // highest slot a load has used: first touch of fresh memory costs about as
+  // much CPU as a fast disk read of it, better spent ahead of the I/O threads
+  // than on them once the prompt waits for experts, and no further ahead
+  // than the loads need (slots a short run never uses stay untouched).
   static constexpr size_t kPopulateAhead = size_t{1} << 30;
   std::mutex populate_mu_;
   std::condition_variable_any populate_cv_;

@@ -16,11 +16,13 @@
 
 #include "base/error.h"
 #include "moe/dense_arena.h"
+#include "moe/expert_store.h"
 #include "moe/history.h"
 #include "moe/placement.h"
 #include "moe/predict.h"
 #include "moe/streaming_store.h"
 #include "run_util.h"
+#include "tensor/ops.h"
 #include "synth_model.h"
 
 namespace colibri {
@@ -160,12 +162,53 @@ TEST(Placement, DenseLoadLeavesNothingInThePageCache) {
   ExpertStoreOptions o;
   o.no_history = true;
   auto store = make_expert_store(o, *m.file, m.cfg, m.w, 0);
+  store->wait_dense(ExpertStore::kAllDense);
   const size_t cached = cached_bytes(path);
   // What stays is what the GGUF reader maps and touches (header, metadata:
   // 64 KiB here); without whole folios dropped, 4 MiB stayed.
   EXPECT_LT(cached, size_t{1} << 20) << cached << " bytes of the model file still cached after loading "
                                      << fs::file_size(path) << " bytes";
   store.reset();
+  fs::remove(path);
+}
+
+// The arena loads in stages while its caller goes on: once wait(s) returns,
+// every tensor of the stages up to s is in the arena (not the mapping) and
+// holds the file's values; the whole load equals the synchronous one.
+TEST(Placement, DenseStagesAreInPlaceOnceWaitedFor) {
+  const std::string path = temp_path("stages.gguf");
+  test::SynthShape shape;
+  shape.n_layer = 6;
+  shape.n_vocab = 4096;
+  test::write_synth_qwen3moe(path, shape, 6);
+  test::LoadedModel m = test::load_model(path);
+  const ModelWeights mapped = m.w;  // views into the file mapping
+  const int n_layer = m.cfg.n_layer;
+  auto same = [&](const TensorView& got, const TensorView& want, const char* what, int stage) {
+    ASSERT_NE(got.data, want.data) << what << " of stage " << stage << " still read from the mapping";
+    std::vector<float> a(got.ne[0]), b(want.ne[0]);
+    for (int64_t r = 0; r < got.n_rows(); r += std::max<int64_t>(1, got.n_rows() / 7)) {
+      dequantize_matrix_row(got, r, a.data());
+      dequantize_matrix_row(want, r, b.data());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << what << " row " << r;
+    }
+  };
+  for (bool o_direct : {true, false}) {
+    ModelWeights w = mapped;
+    DenseArena a = DenseArena::start(*m.file, w, o_direct);
+    for (int s = 0; s <= n_layer + 1; ++s) {
+      a.wait(s);
+      if (s == 0) same(w.token_embd, mapped.token_embd, "token_embd", s);
+      if (s >= 1 && s <= n_layer) {
+        same(w.layers[s - 1].wq, mapped.layers[s - 1].wq, "wq", s);
+        same(w.layers[s - 1].router, mapped.layers[s - 1].router, "router", s);
+        same(w.layers[s - 1].ffn_norm, mapped.layers[s - 1].ffn_norm, "ffn_norm", s);
+      }
+      if (s == n_layer + 1) same(w.output, mapped.output, "output", s);
+    }
+    a.wait(ExpertStore::kAllDense);
+    EXPECT_EQ(a.bytes(), DenseArena::bytes_needed(*m.file, mapped));
+  }
   fs::remove(path);
 }
 

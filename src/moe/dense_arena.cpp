@@ -135,7 +135,6 @@ struct DenseArena::Loader {
   mutable std::condition_variable cv;
   std::vector<int> stage_left;  // per stage: tensors not placed yet
   int ready = -1;               // every stage <= ready is in place
-  int running = 0;              // readers not finished
   std::string error;
   std::vector<std::thread> threads;
 
@@ -173,6 +172,9 @@ struct DenseArena::Loader {
     --stage_left[r.stage];
     const int before = ready;
     while (ready + 1 < n_stages && stage_left[ready + 1] == 0) ++ready;
+    // The last tensor: whatever read-ahead brought in goes too (also the
+    // mapping's, from parsing the header), before anyone hears it is done.
+    if (ready == n_stages - 1 && before != ready) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     if (ready != before) {
       ready_fast.store(ready, std::memory_order_release);
       cv.notify_all();
@@ -209,10 +211,6 @@ struct DenseArena::Loader {
       if (direct_fd < 0) drop_file_cache(fd, c.offset, c.length);
       if (left[c.span].fetch_sub(1) == 1) place(spans[c.span]);
     }
-    std::lock_guard<std::mutex> lock(mu);
-    // Whatever read-ahead brought in goes too (also the mapping's, from
-    // parsing the header).
-    if (--running == 0) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   }
 };
 
@@ -283,7 +281,6 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct) 
   const int n_threads = static_cast<int>(
       std::clamp<size_t>(std::min<size_t>(L->chunks.size(), std::thread::hardware_concurrency()), 1,
                          kMaxReaders));
-  L->running = n_threads;
   Loader* raw = L.get();
   for (int t = 0; t < n_threads; ++t) L->threads.emplace_back([raw] { raw->reader(); });
   a.loader_ = std::move(L);

@@ -168,9 +168,16 @@ struct PackedQ4K {
   static constexpr int kTile = 8;
   static constexpr size_t kQs = 2048, kScales = 192, kD = 64;
 
+  // Per token and super-block: the activations' sums over sub-blocks 2p and
+  // 2p + 1 as two int16 halves of word p (the vpdpwssd operand of the mins),
+  // computed once per call instead of once per group.
+  struct XPrepK {
+    int32_t pair[4];
+  };
+
   template <int T>
-  static void tile(const uint8_t* g, int64_t nb, const block_q8_K* const* xb, float* y,
-                   size_t y_stride) {
+  static void tile(const uint8_t* g, int64_t nb, const block_q8_K* const* xb, const XPrepK* const* xp,
+                   float* y, size_t y_stride) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const uint8_t* scales = g + nb * kQs;
@@ -216,14 +223,10 @@ struct PackedQ4K {
       const __m512 dmin =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD + 32)));
       for (int t = 0; t < T; ++t) {
-        const block_q8_K& xk = xb[t][b];
+        const XPrepK& pk = xp[t][b];
         __m512i M = _mm512_setzero_si512();
-        for (int p = 0; p < 4; ++p) {
-          const int lo = xk.bsums[4 * p] + xk.bsums[4 * p + 1], hi = xk.bsums[4 * p + 2] + xk.bsums[4 * p + 3];
-          const uint32_t pair = static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
-          M = _mm512_dpwssd_epi32(M, mp[p], _mm512_set1_epi32(static_cast<int32_t>(pair)));
-        }
-        const __m512 dx = _mm512_set1_ps(xk.d);
+        for (int p = 0; p < 4; ++p) M = _mm512_dpwssd_epi32(M, mp[p], _mm512_set1_epi32(pk.pair[p]));
+        const __m512 dx = _mm512_set1_ps(xb[t][b].d);
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
         acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc[t]);
       }
@@ -231,7 +234,8 @@ struct PackedQ4K {
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 
-  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K* const*, float*, size_t);
+  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K* const*, const XPrepK* const*, float*,
+                          size_t);
   template <int... Ts>
   static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
     struct Tiles {
@@ -245,16 +249,33 @@ struct PackedQ4K {
     static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTile>{});
     const int64_t nb = n / kQK_K;
     const size_t group_bytes = static_cast<size_t>(nb) * (kQs + kScales + kD);
+    // Grows to the largest call, then is reused: no allocation per token.
+    thread_local std::vector<XPrepK> prep;
+    const int64_t tb = std::min(nt, kTokenBlock);
+    if (prep.size() < static_cast<size_t>(tb * nb)) prep.resize(static_cast<size_t>(tb * nb));
     for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
       const int64_t tn = std::min(kTokenBlock, nt - t0);
+      for (int64_t t = 0; t < tn; ++t) {
+        const auto* xr = reinterpret_cast<const block_q8_K*>(x + (t0 + t) * x_stride);
+        for (int64_t b = 0; b < nb; ++b)
+          for (int p = 0; p < 4; ++p) {
+            const int16_t* bs = xr[b].bsums + 4 * p;
+            const int lo = bs[0] + bs[1], hi = bs[2] + bs[3];
+            prep[t * nb + b].pair[p] = static_cast<int32_t>(
+                static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+          }
+      }
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         const uint8_t* g = w + gi * group_bytes;
         for (int64_t t = 0; t < tn; t += kTile) {
           const int m = static_cast<int>(std::min<int64_t>(kTile, tn - t));
           const block_q8_K* xb[kTile];
-          for (int k = 0; k < m; ++k)
+          const XPrepK* xp[kTile];
+          for (int k = 0; k < m; ++k) {
             xb[k] = reinterpret_cast<const block_q8_K*>(x + (t0 + t + k) * x_stride);
-          kTiles.f[m - 1](g, nb, xb, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+            xp[k] = prep.data() + (t + k) * nb;
+          }
+          kTiles.f[m - 1](g, nb, xb, xp, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
         }
       }
     }

@@ -25,8 +25,9 @@ struct Q4_0Avx2 {
   static constexpr int kSegSteps = 64;  // 2048 weights; 4 tokens: 24 KB
   static constexpr int kBlockElems = kQK;
   static constexpr size_t kBlockBytes = sizeof(block_q4_0);
-  // Rows ahead of the reads: as the AVX-512 tiles (avx512.cpp).
-  static constexpr int kPrefetchBytes = 4096;
+  // Rows ahead of the reads, into L1 and into L2: as the AVX-512 tiles
+  // (avx512.cpp).
+  static constexpr int kPrefetchBytes = 4096, kPrefetchFarBytes = 16384;
 
   static void prep(const XBlock* xb, int, Act& a) {
     a.y = load32(xb->qs);
@@ -49,6 +50,8 @@ struct Q4_0Avx2 {
         if ((b & 3) == 0) {  // 72 bytes per 4 blocks: two lines
           _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes, _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes + 64, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchFarBytes, _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchFarBytes + 64, _MM_HINT_T1);
         }
         const __m256i u = nibbles_32(blk->qs);
         const __m256 dw = _mm256_set1_ps(h2f(blk->d));

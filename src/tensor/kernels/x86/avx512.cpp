@@ -379,6 +379,117 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   }
 }
 
+// attend_group at 16 lanes, for a prompt's queries (kernels/x86/x86_common.h
+// has the 8-lane one it replaces): G queries share each key and value row,
+// two positions per step in the dots, 32 output dims per step in the
+// weighted sum. The G x 2 dot vectors fold to 8 lanes and then to sums four
+// at a time.
+template <int G, typename KV>
+void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
+                      const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                      float* out, size_t out_stride) {
+  if (head_dim < 16 || head_dim_v < 16) {
+    attend_group<G>(q, q_stride, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores, out,
+                    out_stride);
+    return;
+  }
+  int64_t P = 0;
+  for (int g = 0; g < G; ++g) P = std::max<int64_t>(P, n_pos[g]);
+  const int hd16 = head_dim & ~15;
+  auto fold = [](__m512 a) {
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  };
+  auto finish = [&](int64_t p, const __m512 (&a)[4]) {
+    float s[4];
+    _mm_storeu_ps(s, hsum4(fold(a[0]), fold(a[1]), fold(a[2]), fold(a[3])));
+    const KV* kp = k + p * k_stride;
+    for (int g = 0; g < G; ++g) {
+      float d = s[g];
+      for (int i = hd16; i < head_dim; ++i) d = std::fma(q[g * q_stride + i], to_f32(kp[i]), d);
+      scores[g * P + p] = d * scale;
+    }
+  };
+  int64_t p = 0;
+  for (; p + 2 <= P; p += 2) {
+    const KV* k0 = k + p * k_stride;
+    __m512 a0[4], a1[4];
+    for (int g = 0; g < 4; ++g) a0[g] = a1[g] = _mm512_setzero_ps();
+    for (int i = 0; i < hd16; i += 16) {
+      const __m512 kv0 = load16(k0 + i), kv1 = load16(k0 + k_stride + i);
+      for (int g = 0; g < G; ++g) {
+        const __m512 qv = _mm512_loadu_ps(q + g * q_stride + i);
+        a0[g] = _mm512_fmadd_ps(qv, kv0, a0[g]);
+        a1[g] = _mm512_fmadd_ps(qv, kv1, a1[g]);
+      }
+    }
+    finish(p, a0);
+    finish(p + 1, a1);
+  }
+  for (; p < P; ++p) {
+    const KV* kp = k + p * k_stride;
+    __m512 a[4];
+    for (int g = 0; g < 4; ++g) a[g] = _mm512_setzero_ps();
+    for (int i = 0; i < hd16; i += 16) {
+      const __m512 kv = load16(kp + i);
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * q_stride + i), kv, a[g]);
+    }
+    finish(p, a);
+  }
+
+  float inv[G];
+  for (int g = 0; g < G; ++g) {
+    inv[g] = softmax_exp(scores + g * P, n_pos[g]);
+    std::fill(scores + g * P + n_pos[g], scores + (g + 1) * P, 0.0f);
+  }
+
+  int i0 = 0;
+  for (; i0 + 32 <= head_dim_v; i0 += 32) {
+    __m512 o[G][2];
+    for (int g = 0; g < G; ++g) o[g][0] = o[g][1] = _mm512_setzero_ps();
+    const KV* vp = v + i0;
+    for (p = 0; p < P; ++p, vp += v_stride) {
+      const __m512 v0 = load16(vp), v1 = load16(vp + 16);
+      for (int g = 0; g < G; ++g) {
+        const __m512 a = _mm512_set1_ps(scores[g * P + p]);
+        o[g][0] = _mm512_fmadd_ps(a, v0, o[g][0]);
+        o[g][1] = _mm512_fmadd_ps(a, v1, o[g][1]);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 iv = _mm512_set1_ps(inv[g]);
+      _mm512_storeu_ps(out + g * out_stride + i0, _mm512_mul_ps(o[g][0], iv));
+      _mm512_storeu_ps(out + g * out_stride + i0 + 16, _mm512_mul_ps(o[g][1], iv));
+    }
+  }
+  for (; i0 + 16 <= head_dim_v; i0 += 16) {
+    __m512 o[G];
+    for (int g = 0; g < G; ++g) o[g] = _mm512_setzero_ps();
+    const KV* vp = v + i0;
+    for (p = 0; p < P; ++p, vp += v_stride) {
+      const __m512 v0 = load16(vp);
+      for (int g = 0; g < G; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(scores[g * P + p]), v0, o[g]);
+    }
+    for (int g = 0; g < G; ++g)
+      _mm512_storeu_ps(out + g * out_stride + i0, _mm512_mul_ps(o[g], _mm512_set1_ps(inv[g])));
+  }
+  for (; i0 < head_dim_v; ++i0)
+    for (int g = 0; g < G; ++g) {
+      float o = 0;
+      for (p = 0; p < P; ++p) o = std::fma(scores[g * P + p], to_f32(v[p * v_stride + i0]), o);
+      out[g * out_stride + i0] = o * inv[g];
+    }
+}
+
+struct GroupKernel512 {
+  template <int G, typename KV>
+  static void run(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
+                  const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                  float* out, size_t out_stride) {
+    attend_group_512<G>(q, q_stride, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores,
+                        out, out_stride);
+  }
+};
+
 template <typename K>
 void add_tile_family(KernelTable& t, DType type) {
   t.dot[slot(type)] = TileFamily<K>::dot;
@@ -397,8 +508,8 @@ void add_avx512_kernels(KernelTable& t) {
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
   t.attend = attend_512<float>;
   t.attend_f16 = attend_512<uint16_t>;
-  t.attend_batch = attend_batch_x86<float, &attend_512<float>>;
-  t.attend_batch_f16 = attend_batch_x86<uint16_t, &attend_512<uint16_t>>;
+  t.attend_batch = attend_batch_x86<float, &attend_512<float>, GroupKernel512>;
+  t.attend_batch_f16 = attend_batch_x86<uint16_t, &attend_512<uint16_t>, GroupKernel512>;
   add_avx512_packed_kernels(t);
 }
 

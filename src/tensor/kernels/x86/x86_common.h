@@ -710,8 +710,20 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
     }
 }
 
-// Single: the kernel for a lone query (attend_x86, or a wider one).
-template <typename KV, auto Single = &attend_x86<KV>>
+// The G-query kernel attend_batch_x86 calls by default.
+struct GroupKernel {
+  template <int G, typename KV>
+  static void run(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
+                  const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                  float* out, size_t out_stride) {
+    attend_group<G>(q, q_stride, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores,
+                    out, out_stride);
+  }
+};
+
+// Single: the kernel for a lone query (attend_x86, or a wider one); Group:
+// the one for 2-4 queries (a struct with run<G, KV>, as GroupKernel).
+template <typename KV, auto Single = &attend_x86<KV>, typename Group = GroupKernel>
 void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
                       const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                       int head_dim, int head_dim_v, float scale, float* scores, float* out,
@@ -724,16 +736,16 @@ void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n
         Single(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi);
         break;
       case 2:
-        attend_group<2>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
-                        scale, scores, oi, out_stride);
+        Group::template run<2>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
+                               scale, scores, oi, out_stride);
         break;
       case 3:
-        attend_group<3>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
-                        scale, scores, oi, out_stride);
+        Group::template run<3>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
+                               scale, scores, oi, out_stride);
         break;
       default:
-        attend_group<4>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
-                        scale, scores, oi, out_stride);
+        Group::template run<4>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
+                               scale, scores, oi, out_stride);
         break;
     }
   }

@@ -10,6 +10,11 @@ namespace colibri {
 
 class GgufFile;
 
+// The forward pass's attention takes a batch's tokens this many at a time
+// per head (each cached key and value row is read once for all of them), and
+// each thread keeps scores for that many queries over the whole context.
+constexpr int kAttentionQueryBlock = 8;
+
 struct ModelConfig {
   const ArchInfo* arch = nullptr;
   int n_layer = 0;

@@ -13,8 +13,9 @@ namespace {
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 // Attention takes a batch's tokens this many at a time per head, so a prompt's
-// consecutive tokens read each cached key and value row once for all of them.
-constexpr int kQueryBlock = 4;
+// consecutive tokens read each cached key and value row once for all of them
+// (eight against four: OLMoE Q4_0 pp2048 164-170 -> 174-178 tok/s).
+constexpr int kQueryBlock = kAttentionQueryBlock;
 
 // Rotates the first n_rot dims of one head by the angles in cos/sin.
 // Normal: pairs (x[2i], x[2i+1]); NeoX: pairs (x[i], x[i + n_rot/2]).

@@ -151,7 +151,9 @@ uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, in
                                 static_cast<uint64_t>(c.n_head) * c.head_dim_v + 2 * n_ff_max +
                                 k * c.n_embd + std::max(c.n_expert, 1) + 4 * k + c.n_rot) +
                            4 * (max_in + 256);
-  const uint64_t per_thread = 4 * (static_cast<uint64_t>(n_ctx) + max_in + 256);
+  // Per thread: attention scores for a block of queries over the context,
+  // and a row of scratch.
+  const uint64_t per_thread = 4 * (static_cast<uint64_t>(kAttentionQueryBlock) * n_ctx + max_in + 256);
   return kv + per_row * n_batch + per_thread * n_threads + 4ull * c.n_vocab;
 }
 

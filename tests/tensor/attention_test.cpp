@@ -108,12 +108,12 @@ TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (int hd : {8, 64, 100, 128})
-      for (int n_q : {1, 2, 3, 4, 5, 7}) {
+      for (int n_q : {1, 2, 3, 4, 5, 7, 8, 9, 13}) {
         const int hdv = hd == 100 ? 72 : hd;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         std::vector<int32_t> n_pos(n_q);
         for (int i = 0; i < n_q; ++i)
-          n_pos[i] = n_q == 5 ? 1 + 37 * i : 1000 + i;  // > 1000: long contexts
+          n_pos[i] = n_q == 5 || n_q == 9 ? 1 + 37 * i : 1000 + i;  // > 1000: long contexts
         const int32_t max_pos = *std::max_element(n_pos.begin(), n_pos.end());
         const size_t ks = hd + 3, vs = hdv + 5, qs = hd + 9, os = hdv + 2;
         std::vector<float> q(n_q * qs), k(max_pos * ks), v(max_pos * vs), scores(n_q * max_pos);
@@ -155,7 +155,7 @@ TEST(Attend, F16CacheEqualsF32CacheOfTheSameValues) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (int hd : {13, 64, 128})
-      for (int n_q : {1, 3, 4, 6}) {
+      for (int n_q : {1, 3, 4, 6, 8, 11}) {
         const int hdv = hd == 13 ? 5 : hd;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         std::vector<int32_t> n_pos(n_q);

@@ -380,17 +380,35 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
 }
 
 // attend_group at 16 lanes, for a prompt's queries (kernels/x86/x86_common.h
-// has the 8-lane one it replaces): G queries share each key and value row,
-// two positions per step in the dots, 32 output dims per step in the
+// has the 8-lane one it replaces): G <= 8 queries share each key and value
+// row, two positions per step in the dots, 32 output dims per step in the
 // weighted sum. The G x 2 dot vectors fold to 8 lanes and then to sums four
 // at a time.
 template <int G, typename KV>
 void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
                       const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
                       float* out, size_t out_stride) {
-  if (head_dim < 16 || head_dim_v < 16) {
-    attend_group<G>(q, q_stride, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores, out,
-                    out_stride);
+  if (head_dim < 16 || head_dim_v < 16) {  // the 8-lane kernel, four queries at a time
+    for (int g0 = 0; g0 < G; g0 += 4) {
+      const float* qg = q + g0 * q_stride;
+      float* og = out + g0 * out_stride;
+      switch (std::min(4, G - g0)) {
+        case 1:
+          attend_x86(qg, k, k_stride, v, v_stride, n_pos[g0], head_dim, head_dim_v, scale, scores, og);
+          break;
+        case 2:
+          attend_group<2>(qg, q_stride, n_pos + g0, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
+                          scores, og, out_stride);
+          break;
+        case 3:
+          attend_group<3>(qg, q_stride, n_pos + g0, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
+                          scores, og, out_stride);
+          break;
+        default:
+          attend_group<4>(qg, q_stride, n_pos + g0, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
+                          scores, og, out_stride);
+      }
+    }
     return;
   }
   int64_t P = 0;
@@ -399,9 +417,11 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
   auto fold = [](__m512 a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
   };
-  auto finish = [&](int64_t p, const __m512 (&a)[4]) {
-    float s[4];
+  constexpr int kA = G > 4 ? 8 : 4;  // accumulators (the unused ones stay zero)
+  auto finish = [&](int64_t p, const __m512 (&a)[kA]) {
+    float s[8];
     _mm_storeu_ps(s, hsum4(fold(a[0]), fold(a[1]), fold(a[2]), fold(a[3])));
+    if constexpr (kA == 8) _mm_storeu_ps(s + 4, hsum4(fold(a[4]), fold(a[5]), fold(a[6]), fold(a[7])));
     const KV* kp = k + p * k_stride;
     for (int g = 0; g < G; ++g) {
       float d = s[g];
@@ -412,8 +432,8 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
   int64_t p = 0;
   for (; p + 2 <= P; p += 2) {
     const KV* k0 = k + p * k_stride;
-    __m512 a0[4], a1[4];
-    for (int g = 0; g < 4; ++g) a0[g] = a1[g] = _mm512_setzero_ps();
+    __m512 a0[kA], a1[kA];
+    for (int g = 0; g < kA; ++g) a0[g] = a1[g] = _mm512_setzero_ps();
     for (int i = 0; i < hd16; i += 16) {
       const __m512 kv0 = load16(k0 + i), kv1 = load16(k0 + k_stride + i);
       for (int g = 0; g < G; ++g) {
@@ -427,8 +447,8 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
   }
   for (; p < P; ++p) {
     const KV* kp = k + p * k_stride;
-    __m512 a[4];
-    for (int g = 0; g < 4; ++g) a[g] = _mm512_setzero_ps();
+    __m512 a[kA];
+    for (int g = 0; g < kA; ++g) a[g] = _mm512_setzero_ps();
     for (int i = 0; i < hd16; i += 16) {
       const __m512 kv = load16(kp + i);
       for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * q_stride + i), kv, a[g]);
@@ -481,6 +501,7 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
 }
 
 struct GroupKernel512 {
+  static constexpr int kMaxGroup = 8;
   template <int G, typename KV>
   static void run(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
                   const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -710,8 +711,9 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
     }
 }
 
-// The G-query kernel attend_batch_x86 calls by default.
+// The G-query kernel attend_batch_x86 calls by default (G <= kMaxGroup).
 struct GroupKernel {
+  static constexpr int kMaxGroup = 4;
   template <int G, typename KV>
   static void run(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
                   const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
@@ -722,32 +724,27 @@ struct GroupKernel {
 };
 
 // Single: the kernel for a lone query (attend_x86, or a wider one); Group:
-// the one for 2-4 queries (a struct with run<G, KV>, as GroupKernel).
+// the one for 2..Group::kMaxGroup queries (a struct as GroupKernel).
 template <typename KV, auto Single = &attend_x86<KV>, typename Group = GroupKernel>
 void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
                       const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                       int head_dim, int head_dim_v, float scale, float* scores, float* out,
                       size_t out_stride) {
-  for (int i = 0; i < n_q; i += 4) {
+  constexpr int kMax = Group::kMaxGroup;
+  using Fn = void (*)(const float*, size_t, const int32_t*, const KV*, size_t, const KV*, size_t, int, int,
+                      float, float*, float*, size_t);
+  static constexpr auto kGroups = []<int... Gs>(std::integer_sequence<int, Gs...>) {
+    return std::array<Fn, sizeof...(Gs)>{&Group::template run<Gs + 2, KV>...};
+  }(std::make_integer_sequence<int, kMax - 1>{});
+  for (int i = 0; i < n_q; i += kMax) {
     const float* qi = q + i * q_stride;
     float* oi = out + i * out_stride;
-    switch (std::min(4, n_q - i)) {
-      case 1:
-        Single(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi);
-        break;
-      case 2:
-        Group::template run<2>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
-                               scale, scores, oi, out_stride);
-        break;
-      case 3:
-        Group::template run<3>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
-                               scale, scores, oi, out_stride);
-        break;
-      default:
-        Group::template run<4>(qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v,
-                               scale, scores, oi, out_stride);
-        break;
-    }
+    const int m = std::min(kMax, n_q - i);
+    if (m == 1)
+      Single(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi);
+    else
+      kGroups[m - 2](qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
+                     scores, oi, out_stride);
   }
 }
 

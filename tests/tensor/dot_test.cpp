@@ -59,6 +59,30 @@ TEST(Dot, EveryTypeAndIsaMatchesF64Oracle) {
   }
 }
 
+// Activations at the ends of their integer range: a block of equal values
+// quantizes to all -127 (q8_K) or +-127 (q8_0), so block sums reach their
+// extremes (16 x -127 per q8_K sub-block), with weights at their largest
+// codes or random.
+TEST(Dot, ExtremeActivationsMatchF64Oracle) {
+  std::mt19937 rng(25);
+  for (Isa isa : isas())
+    for (DType t : kWeightTypes) {
+      const DType at = activation_type(t, Precision::kNative);
+      const int64_t n = 4 * std::max<int64_t>(dtype_info(t).block_size, 256);
+      for (float v : {-3.0f, 3.0f})
+        for (bool all_max : {false, true}) {
+          const auto w = testing::random_weights(t, n, rng, Scales::kTypical, all_max);
+          std::vector<float> x(static_cast<size_t>(n), v);
+          for (int64_t i = n / 2; i < n; i += 2) x[static_cast<size_t>(i)] = -v;  // mixed signs later on
+          const auto xq = quantize_for(t, x);
+          const Oracle o = testing::oracle_dot(t, w.data(), at, xq.data(), n);
+          const float got = kernel_table(isa).dot[slot(t)](w.data(), xq.data(), n);
+          ASSERT_NEAR(got, o.value, o.tolerance())
+              << isa_name(isa) << " " << dtype_name(t) << " x=" << v << (all_max ? " all-max" : "");
+        }
+    }
+}
+
 // Row lengths that are not multiples of the SIMD width in elements (float
 // types) exercise the tails.
 TEST(Dot, FloatTypesOddLengths) {

@@ -168,18 +168,33 @@ inline void store_tile(const __m512 (&acc)[R][T], float* y, size_t y_stride, boo
 
 // ---- q6_K: one super-block (210 bytes, 256 weights) per step ----
 //
-// Each 128-weight half has 64 bytes of low nibbles (bytes 0..31 hold weights
-// 0..31 low and 64..95 high, bytes 32..63 weights 32..63 and 96..127) and 32
-// bytes of 2-bit high parts (bits 0-1, 2-3, 4-5, 6-7 for weights l, l + 32,
-// l + 64, l + 96), so four vectors of 64 consecutive weights come out with
-// per-half variable shifts and need no reordering of the activations.
-// Values are u - 32 with u in 0..63: dot u, then take 32 * scale * bsum off.
+// Each 128-weight half h has 64 bytes of low nibbles ql_h (byte l < 32 holds
+// weights l (low) and l + 64 (high), byte 32 + l weights l + 32 and l + 96)
+// and 32 bytes of 2-bit high parts qh_h (bits 0-1, 2-3, 4-5, 6-7 of byte l
+// for weights l, l + 32, l + 64, l + 96). The kernel pairs byte j of the whole
+// 64-byte qh with byte j of QA = [ql_0[0..31] | ql_1[0..31]] and QB =
+// [ql_0[32..63] | ql_1[32..63]], so the four vectors of weights come out with
+// the same shift per vector and no shuffle:
+//   u0 = QA low  | field 0   weights   0..31 | 128..159
+//   u1 = QB low  | field 1   weights  32..63 | 160..191
+//   u2 = QA high | field 2   weights  64..95 | 192..223
+//   u3 = QB high | field 3   weights 96..127 | 224..255
+// and the activations are prepared in that order. Each field goes to bits 4-5
+// from qh & 0x33 or qh & 0xCC with one 16-bit shift (what else lands in the
+// byte is in bits 0-3, which the nibble select overwrites). Values are u - 32
+// with u in 0..63: dot u, then take 32 * scale * bsum off, as (4 scale) x
+// (-8 bsum), which both fit 16 bits (|bsum| <= 16 x 128), in the same
+// vpdpwssd chain.
 // Measured in L2 on one core: matvec 17.2 -> 24.5 GB/s, 16-token matmul
-// 42 -> 124 Gop/s, against the shared 256-bit kernel.
+// 42 -> 124 Gop/s, against the shared 256-bit kernel. This layout against
+// one that unpacked each half with a qh shuffle and shifts per field
+// (tests/tensor/bench: bench_kernels, 64 MB matrix, one core): matvec
+// 21.4 -> 23.8-25.1 GB/s, 8 tokens 6.0-6.1 -> 6.8-7.1 GB/s of weights; OLMoE
+// Q4_K_M pp512 157-160 -> 161-165 tok/s.
 
 struct Q6_KAct {
-  __m512i y[4];   // weights 0..63, 64..127, 128..191, 192..255
-  __m256i bsums;  // the 16 sub-block sums (int16)
+  __m512i y[4];   // weights in u0..u3's order (above)
+  __m256i bsm;    // -8 x the 16 sub-block sums (int16)
   float d;
 };
 
@@ -191,8 +206,12 @@ struct Q6_KKernel {
   static constexpr int kBlockElems = kQK_K;
   static constexpr size_t kBlockBytes = sizeof(block_q6_K);
   static void prep(const XBlock* xb, int, Act& a) {
-    for (int k = 0; k < 4; ++k) a.y[k] = _mm512_loadu_si512(xb->qs + 64 * k);
-    a.bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->bsums));
+    for (int k = 0; k < 4; ++k)
+      a.y[k] = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->qs + 32 * k))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->qs + 128 + 32 * k)), 1);
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->bsums));
+    a.bsm = _mm256_mullo_epi16(bs, _mm256_set1_epi16(-8));
     a.d = xb->d;
   }
 
@@ -202,16 +221,16 @@ struct Q6_KKernel {
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
-    // Shift counts of the high parts: lower 32 bytes / upper 32 bytes.
-    const __m512i sh_a = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
-    const __m512i sh_b = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-    __m512i sel[4];  // 16-bit lane -> its sub-block (8 lanes each)
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33),
+                  mcc = _mm512_set1_epi8(static_cast<char>(0xCC));
+    __m512i sel[4];  // 16-bit lane -> its sub-block (8 lanes each): 2k, 2k + 1, 2k + 8, 2k + 9
     for (int k = 0; k < 4; ++k)
       sel[k] = _mm512_inserti64x4(
           _mm512_castsi256_si512(
-              _mm256_setr_m128i(_mm_set1_epi16(4 * k), _mm_set1_epi16(4 * k + 1))),
-          _mm256_setr_m128i(_mm_set1_epi16(4 * k + 2), _mm_set1_epi16(4 * k + 3)), 1);
+              _mm256_setr_m128i(_mm_set1_epi16(2 * k), _mm_set1_epi16(2 * k + 1))),
+          _mm256_setr_m128i(_mm_set1_epi16(2 * k + 8), _mm_set1_epi16(2 * k + 9)), 1);
+    // (m4 ? nibbles : high part), bit by bit.
+    auto merge = [&](__m512i nib, __m512i hi) { return _mm512_ternarylogic_epi32(m4, nib, hi, 0xCA); };
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const block_q6_K*>(w + r * w_stride) + b;
@@ -219,25 +238,24 @@ struct Q6_KKernel {
         const __m256i sc16 =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->scales)));
         const __m512i sc = _mm512_castsi256_si512(sc16);
+        const __m512i sc4 = _mm512_castsi256_si512(_mm256_slli_epi16(sc16, 2));
         const __m512i qh = _mm512_loadu_si512(blk->qh);
-        __m512i u[4];
-        for (int h = 0; h < 2; ++h) {
-          const __m512i ql = _mm512_loadu_si512(blk->ql + 64 * h);
-          const __m512i qhh =
-              _mm512_shuffle_i64x2(qh, qh, h == 0 ? 0x44 : 0xEE);  // its 32 bytes, twice
-          const __m512i ha = _mm512_and_si512(_mm512_srlv_epi16(qhh, sh_a), m3);
-          const __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(qhh, sh_b), m3);
-          u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_slli_epi16(ha, 4));
-          u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                         _mm512_slli_epi16(hb, 4));
-        }
+        const __m512i p = _mm512_and_si512(qh, m33), q = _mm512_and_si512(qh, mcc);
+        const __m512i qa = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql))),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64)), 1);
+        const __m512i qb = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 32))),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 96)), 1);
+        const __m512i u[4] = {merge(qa, _mm512_slli_epi16(p, 4)), merge(qb, _mm512_slli_epi16(q, 2)),
+                              merge(_mm512_srli_epi16(qa, 4), p),
+                              merge(_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(q, 2))};
         __m512i scv[4];
         for (int k = 0; k < 4; ++k) scv[k] = _mm512_permutexvar_epi16(sel[k], sc);
         const float dw = h2f(blk->d);
         for (int t = 0; t < T; ++t) {
           const Q6_KAct& a = act[t][b];
-          const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, a.bsums), 5);
-          __m512i isum = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+          __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), sc4, _mm512_zextsi256_si512(a.bsm));
           for (int k = 0; k < 4; ++k)
             isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[k], a.y[k]), scv[k]);
           acc[r][t] =

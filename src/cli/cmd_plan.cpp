@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
+#include "moe/routing_log.h"
 
 namespace colibri::cli {
 
@@ -20,7 +21,28 @@ struct PlanArgs {
   int n_ctx = 4096, n_batch = 512, n_seq = 1, n_threads = 0;
   DType kv_type = DType::F16;
   ExpertStoreOptions store;
+  std::string routing_trace;  // routing log to replay, or empty
 };
+
+// What the plan's cache would serve on a recorded workload.
+void replay(const Plan& p, const ModelConfig& cfg, const std::string& path) {
+  const RoutingLog log = read_routing_log(path);
+  if (log.n_layer != cfg.n_layer || log.n_expert != cfg.n_expert)
+    fail("routing log '%s' is for %d layers x %d experts; the model has %d x %d", path.c_str(), log.n_layer,
+         log.n_expert, cfg.n_layer, cfg.n_expert);
+  const double per_token = static_cast<double>(log.keys.size()) / static_cast<double>(std::max<int64_t>(log.n_tokens, 1));
+  const double per_use = static_cast<double>(p.expert_bytes) / (static_cast<double>(p.n_moe_layers) * p.n_expert);
+  std::printf("routing trace %s: %lld tokens, %.0f expert uses per token\n", path.c_str(),
+              static_cast<long long>(log.n_tokens), per_token);
+  if (p.all_experts_fit) {
+    std::printf("  every expert is resident: all uses served from memory\n");
+    return;
+  }
+  for (const PolicyReplay& r : replay_policies(log, p.n_slots, p.pinned))
+    std::printf("  %-15s %5.1f%% of expert uses from memory, %s read per token\n", r.name.c_str(),
+                100.0 * r.served, format_size((1.0 - r.served) * per_token * per_use).c_str());
+  std::printf("  (the last two know the whole trace in advance: no policy serves more than \"optimal\")\n");
+}
 
 int plan(const PlanArgs& a) {
   auto f = GgufFile::open(a.model);
@@ -37,6 +59,7 @@ int plan(const PlanArgs& a) {
   std::printf("KV cache (%s) and scratch for %d tokens of context, batches of %d, %d threads\n",
               dtype_name(a.kv_type), n_ctx, a.n_batch, threads);
   std::fputs(p.describe().c_str(), stdout);
+  if (!a.routing_trace.empty()) replay(p, cfg, a.routing_trace);
   return 0;
 }
 
@@ -54,6 +77,9 @@ Runner add_plan(CLI::App& app) {
   c->add_option("-t,--threads", a->n_threads, "threads (0: all cores)")->capture_default_str();
   add_kv_type_flag(c, &a->kv_type);
   add_store_flags(c, &a->store);
+  c->add_option("--routing-trace", a->routing_trace,
+                "replay a routing log (colibri run --routing-out) through this plan's expert cache")
+      ->type_name("FILE");
   return [a] { return plan(*a); };
 }
 

@@ -1,11 +1,15 @@
 // colibri run: generate text from a prompt, streaming tokens as they come.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 
 #include "base/error.h"
 #include "base/sys.h"
 #include "base/utf8.h"
 #include "cli/commands.h"
 #include "engine/generate.h"
+#include "moe/routing_log.h"
 
 namespace colibri::cli {
 
@@ -17,6 +21,7 @@ struct RunArgs {
   GenerateOptions gen;
   bool verbose = false;
   bool greedy = false;
+  std::string routing_out;  // routing log path, or empty
 };
 
 void print_routing(const Engine& e, int32_t token, const RoutingTrace& t) {
@@ -38,7 +43,14 @@ int run(RunArgs& a) {
   Engine engine(a.engine);
   const double load_s = now_seconds() - t_start;
   double first_token_s = 0;
-  a.gen.trace_routing = a.verbose && engine.config().is_moe();
+  a.gen.trace_routing = (a.verbose || !a.routing_out.empty()) && engine.config().is_moe();
+  std::unique_ptr<FILE, int (*)(FILE*)> routing_log(nullptr, &std::fclose);
+  if (!a.routing_out.empty()) {
+    if (!engine.config().is_moe()) fail("--routing-out: '%s' has no routed experts", a.engine.model_path.c_str());
+    routing_log.reset(std::fopen(a.routing_out.c_str(), "w"));
+    if (!routing_log) fail("cannot write routing log '%s': %s", a.routing_out.c_str(), std::strerror(errno));
+    std::fputs(routing_log_header(engine.config().n_layer, engine.config().n_expert).c_str(), routing_log.get());
+  }
   const Plan& plan = engine.plan();
   std::fprintf(stderr, "memory budget %s (%s): dense %s resident, %s\n", format_size(plan.budget).c_str(),
                plan.budget_source.c_str(), format_size(plan.dense_bytes).c_str(),
@@ -53,11 +65,16 @@ int run(RunArgs& a) {
     if (first_token_s == 0 && s.token >= 0) first_token_s = now_seconds() - t_start;
     std::fwrite(s.text.data(), 1, s.text.size(), stdout);
     std::fflush(stdout);
-    if (s.routing) print_routing(engine, s.token, *s.routing);
+    if (s.routing && a.verbose) print_routing(engine, s.token, *s.routing);
+    if (s.routing && routing_log)
+      std::fputs(routing_log_line(s.routing->experts(0, 0), s.routing->n_layer, s.routing->k).c_str(),
+                 routing_log.get());
     return true;
   });
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (routing_log && std::fclose(routing_log.release()) != 0)
+    fail("writing routing log '%s': %s", a.routing_out.c_str(), std::strerror(errno));
   std::fprintf(stderr, "load %.2f s, first token %.2f s after start\n", load_s, first_token_s);
   std::fprintf(stderr, "%s\n", format_summary(r, engine.stats()).c_str());
   return 0;
@@ -78,6 +95,10 @@ Runner add_run(CLI::App& app) {
               "keep generating past end-of-text tokens");
   c->add_flag("--parse-special", a->gen.parse_special,
               "recognise special-token text such as <|im_start|> in the prompt");
+  c->add_option("--routing-out", a->routing_out,
+                 "write the experts each generated token used, one line per token (replay it with "
+                 "colibri plan --routing-trace)")
+      ->type_name("FILE");
   c->add_flag("-v,--verbose", a->verbose,
               "print, per generated token, the experts each layer routed to and their weights");
   return [a] { return run(*a); };

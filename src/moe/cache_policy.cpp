@@ -1,7 +1,10 @@
 #include "moe/cache_policy.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <unordered_map>
+#include <utility>
 
 #include "base/error.h"
 
@@ -115,6 +118,50 @@ uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
                         std::span<const int32_t> trace) {
   auto p = make_cache_policy(policy, n_slots, n_keys);
   return simulate_cache(*p, n_slots, trace);
+}
+
+uint64_t simulate_optimal(int n_slots, std::span<const int32_t> trace) {
+  const int64_t n = static_cast<int64_t>(trace.size());
+  // next[i]: where trace[i] is used again; past the end (distinct per key) if never.
+  std::vector<int64_t> next(trace.size());
+  std::unordered_map<int32_t, int64_t> seen;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    auto it = seen.find(trace[i]);
+    next[i] = it != seen.end() ? it->second : n + trace[i];
+    seen[trace[i]] = i;
+  }
+  std::set<std::pair<int64_t, int32_t>> by_next;  // (next use, key) of the cached keys
+  std::unordered_map<int32_t, int64_t> cached;     // key -> its entry's next use
+  uint64_t hits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t key = trace[i];
+    auto it = cached.find(key);
+    if (it != cached.end()) {
+      ++hits;
+      by_next.erase({it->second, key});
+    } else if (static_cast<int>(cached.size()) == n_slots) {
+      auto last = std::prev(by_next.end());
+      if (last->first < next[i]) continue;  // the newcomer is needed last: keep none of it
+      cached.erase(last->second);
+      by_next.erase(last);
+    }
+    cached[key] = next[i];
+    by_next.insert({next[i], key});
+  }
+  return hits;
+}
+
+uint64_t simulate_fixed_set(int n_slots, std::span<const int32_t> trace) {
+  std::unordered_map<int32_t, uint64_t> count;
+  for (int32_t k : trace) ++count[k];
+  std::vector<uint64_t> c;
+  c.reserve(count.size());
+  for (const auto& [k, v] : count) c.push_back(v);
+  const size_t keep = std::min(c.size(), static_cast<size_t>(std::max(n_slots, 0)));
+  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(), std::greater<>());
+  uint64_t hits = 0;
+  for (size_t i = 0; i < keep; ++i) hits += c[i];
+  return hits;
 }
 
 }  // namespace colibri

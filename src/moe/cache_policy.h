@@ -52,4 +52,13 @@ uint64_t simulate_cache(CachePolicy& policy, int n_slots, std::span<const int32_
 uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
                         std::span<const int32_t> trace);
 
+// Bounds for the policies on a recorded trace, with knowledge no policy has:
+//  - optimal: Belady's MIN, the most hits any cache of n_slots slabs can get
+//    (on a miss it evicts the slab used again farthest ahead, or keeps none
+//    of the newcomer if that is used again latest);
+//  - fixed set: the hits of the n_slots keys used most over the whole trace,
+//    held for good (what pinning a perfectly learned hot set gives).
+uint64_t simulate_optimal(int n_slots, std::span<const int32_t> trace);
+uint64_t simulate_fixed_set(int n_slots, std::span<const int32_t> trace);
+
 }  // namespace colibri

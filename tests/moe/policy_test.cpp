@@ -2,6 +2,8 @@
 // the behaviour each policy is chosen for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <list>
 #include <random>
 #include <unordered_map>
@@ -83,6 +85,54 @@ TEST(CachePolicy, DecayFollowsAPhaseChange) {
   const double late_rate = static_cast<double>(all - before) / 3000.0;
   // 2 of 3 accesses are hot there; nearly all of them should hit.
   EXPECT_GT(late_rate, 0.6);
+}
+
+// The most hits any cache can get, by trying every choice at every miss
+// (keep the newcomer in place of each cached key, or keep none of it).
+uint64_t exhaustive_optimum(int n_slots, const std::vector<int32_t>& trace, size_t i,
+                            std::vector<int32_t>& cache) {
+  if (i == trace.size()) return 0;
+  const int32_t k = trace[i];
+  if (std::find(cache.begin(), cache.end(), k) != cache.end())
+    return 1 + exhaustive_optimum(n_slots, trace, i + 1, cache);
+  if (static_cast<int>(cache.size()) < n_slots) {
+    cache.push_back(k);
+    const uint64_t h = exhaustive_optimum(n_slots, trace, i + 1, cache);
+    cache.pop_back();
+    return h;
+  }
+  uint64_t best = exhaustive_optimum(n_slots, trace, i + 1, cache);  // keep none of it
+  for (size_t s = 0; s < cache.size(); ++s) {
+    const int32_t old = cache[s];
+    cache[s] = k;
+    best = std::max(best, exhaustive_optimum(n_slots, trace, i + 1, cache));
+    cache[s] = old;
+  }
+  return best;
+}
+
+TEST(CachePolicy, OptimalMatchesExhaustiveSearchAndBoundsEveryPolicy) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    const int n_keys = 2 + round % 5, n_slots = 1 + round % 3;
+    std::vector<int32_t> trace(6 + round % 9);
+    std::uniform_int_distribution<int> key(0, n_keys - 1);
+    for (int32_t& k : trace) k = key(rng);
+    std::vector<int32_t> cache;
+    const uint64_t best = exhaustive_optimum(n_slots, trace, 0, cache);
+    ASSERT_EQ(simulate_optimal(n_slots, trace), best) << "round " << round;
+    for (const char* p : {"lru", "lfu-decay"})
+      EXPECT_LE(simulate_cache(p, n_slots, n_keys, trace), best) << p << " round " << round;
+    // The best fixed set: every subset of n_slots keys.
+    uint64_t fixed = 0;
+    for (uint32_t mask = 0; mask < (1u << n_keys); ++mask) {
+      if (std::popcount(mask) > n_slots) continue;
+      uint64_t h = 0;
+      for (int32_t k : trace) h += (mask >> k) & 1;
+      fixed = std::max(fixed, h);
+    }
+    EXPECT_EQ(simulate_fixed_set(n_slots, trace), fixed) << "round " << round;
+  }
 }
 
 TEST(CachePolicy, UnknownNameIsAnError) {

@@ -1,0 +1,113 @@
+#include "moe/routing_log.h"
+
+#include <charconv>
+#include <fstream>
+
+#include "base/error.h"
+#include "moe/cache_policy.h"
+
+namespace colibri {
+
+namespace {
+
+constexpr const char* kHeader = "# colibri routing log: n_layer %d n_expert %d";
+constexpr int kMaxKeys = 1 << 24;  // n_layer x n_expert (DeepSeek-V3: 61 x 256)
+
+// Parses a decimal int in [0, max), the whole of `s`; false otherwise.
+bool parse_index(std::string_view s, int max, int* out) {
+  int v = -1;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 0 || v >= max) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string routing_log_header(int n_layer, int n_expert) {
+  return strprintf(kHeader, n_layer, n_expert) + "\n";
+}
+
+std::string routing_log_line(const int32_t* ids, int n_layer, int k) {
+  std::string s;
+  for (int l = 0; l < n_layer; ++l) {
+    if (l) s += ' ';
+    const int32_t* e = ids + static_cast<size_t>(l) * k;
+    if (e[0] < 0) {
+      s += '-';
+      continue;
+    }
+    for (int j = 0; j < k && e[j] >= 0; ++j) {
+      if (j) s += ',';
+      s += std::to_string(e[j]);
+    }
+  }
+  s += '\n';
+  return s;
+}
+
+RoutingLog read_routing_log(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open routing log '%s'", path.c_str());
+  RoutingLog log;
+  std::string line;
+  if (!std::getline(in, line) ||
+      std::sscanf(line.c_str(), kHeader, &log.n_layer, &log.n_expert) != 2 || log.n_layer <= 0 ||
+      log.n_expert <= 0 || log.n_layer > kMaxKeys / log.n_expert)
+    fail("%s:1: not a routing log (expected \"# colibri routing log: n_layer L n_expert E\")", path.c_str());
+  for (int64_t ln = 2; std::getline(in, line); ++ln) {
+    if (line.empty()) continue;
+    int layer = 0;
+    size_t pos = 0;
+    while (pos <= line.size()) {
+      const size_t end = std::min(line.find(' ', pos), line.size());
+      const std::string_view field(line.data() + pos, end - pos);
+      if (layer >= log.n_layer)
+        fail("%s:%lld: more than %d layers", path.c_str(), static_cast<long long>(ln), log.n_layer);
+      if (field != "-") {
+        size_t q = 0;
+        while (q <= field.size()) {
+          const size_t c = std::min(field.find(',', q), field.size());
+          int e = 0;
+          if (!parse_index(field.substr(q, c - q), log.n_expert, &e))
+            fail("%s:%lld: layer %d: '%.*s' is not an expert in [0, %d)", path.c_str(),
+                 static_cast<long long>(ln), layer, static_cast<int>(field.size()), field.data(), log.n_expert);
+          log.keys.push_back(layer * log.n_expert + e);
+          q = c + 1;
+        }
+      }
+      ++layer;
+      pos = end + 1;
+    }
+    if (layer != log.n_layer)
+      fail("%s:%lld: %d layers, the header says %d", path.c_str(), static_cast<long long>(ln), layer,
+           log.n_layer);
+    ++log.n_tokens;
+  }
+  return log;
+}
+
+std::vector<PolicyReplay> replay_policies(const RoutingLog& log, int n_slots,
+                                          std::span<const int32_t> pinned) {
+  const int n_keys = log.n_layer * log.n_expert;
+  std::vector<char> is_pinned(static_cast<size_t>(n_keys), 0);
+  for (int32_t k : pinned)
+    if (k >= 0 && k < n_keys) is_pinned[static_cast<size_t>(k)] = 1;
+  std::vector<int32_t> rest;
+  rest.reserve(log.keys.size());
+  for (int32_t k : log.keys)
+    if (!is_pinned[static_cast<size_t>(k)]) rest.push_back(k);
+  const double uses = static_cast<double>(std::max<size_t>(log.keys.size(), 1));
+  const double pinned_hits = static_cast<double>(log.keys.size() - rest.size());
+  std::vector<PolicyReplay> out;
+  for (const char* p : {"lru", "lfu-decay"}) {
+    const uint64_t h = n_slots > 0 ? simulate_cache(p, n_slots, n_keys, rest) : 0;
+    out.push_back({p, (pinned_hits + static_cast<double>(h)) / uses});
+  }
+  const int total = n_slots + static_cast<int>(pinned.size());
+  out.push_back({"best fixed set", static_cast<double>(simulate_fixed_set(total, log.keys)) / uses});
+  out.push_back({"optimal", total > 0 ? static_cast<double>(simulate_optimal(total, log.keys)) / uses : 0});
+  return out;
+}
+
+}  // namespace colibri

@@ -103,6 +103,7 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   const int k = std::max(cfg.n_expert_used, 1);
   n_ff_max_ = std::max({cfg.n_ff, cfg.n_ff_exp, cfg.n_ff_shexp, 1});
   x_.resize(B * cfg.n_embd);
+  embd_row_.resize(w.token_embd.row_stride());
   h_.resize(B * cfg.n_embd);
   q_.resize(B * cfg.n_embd_q());
   k_.resize(B * cfg.n_embd_k());
@@ -169,8 +170,12 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     CLB_CHECK(b.pos >= 0 && b.pos < kv.n_ctx() && b.pos < n_ctx_,
               "position %d is outside the context (%d tokens)", b.pos, kv.n_ctx());
     CLB_CHECK(b.seq >= 0 && b.seq < kv.n_seq(), "sequence %d does not exist", b.seq);
-    // Embedding lookup: the row in its stored type, dequantized.
-    dequantize_matrix_row(w_.token_embd, b.token, x_.data() + t * E);
+    // Embedding lookup: the row in its stored type, dequantized (read from
+    // the file where a tight budget left the table there).
+    if (store_.read_embedding_row(b.token, embd_row_.data()))
+      dequantize_row(w_.token_embd.type, embd_row_.data(), x_.data() + t * E, E);
+    else
+      dequantize_matrix_row(w_.token_embd, b.token, x_.data() + t * E);
     // Rotation angles of this position: theta_i = pos * base^(-2i / n_rot).
     const int half = cfg_.n_rot / 2;
     const float theta_scale = std::pow(cfg_.rope_base, -2.0f / cfg_.n_rot);

@@ -111,6 +111,7 @@ class Transformer {
   AlignedBuffer<int32_t> group_count_; // (n_expert)
   AlignedBuffer<int> distinct_;        // (n_expert) experts routed to in this layer
   AlignedBuffer<float> gx_;            // gathered inputs (max_batch, n_embd)
+  AlignedBuffer<uint8_t> embd_row_;    // a token embedding row read from the file (its stored type)
   std::vector<ExpertWeights> held_;    // (n_expert) experts acquired together
   size_t xq_row_bytes_ = 0;
   int n_ff_max_ = 0;

@@ -46,10 +46,14 @@ struct Range {
   std::vector<TensorView*> views;
 };
 
-std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w) {
+bool embeddings_separate(const ModelWeights& w) {
+  return w.token_embd.data && w.token_embd.data != w.output.data;
+}
+
+std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w, bool embeddings_on_demand) {
   const int n_layer = static_cast<int>(w.layers.size());
-  std::vector<std::pair<TensorView*, int>> views = {
-      {&w.token_embd, 0}, {&w.output_norm, n_layer + 1}, {&w.output, n_layer + 1}};
+  std::vector<std::pair<TensorView*, int>> views = {{&w.output_norm, n_layer + 1}, {&w.output, n_layer + 1}};
+  if (!(embeddings_on_demand && embeddings_separate(w))) views.emplace_back(&w.token_embd, 0);
   for (int l = 0; l < n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     for (TensorView* v : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
@@ -138,12 +142,24 @@ struct DenseArena::Loader {
   std::string error;
   std::vector<std::thread> threads;
 
+  // Token embeddings left in the file (embd_row_bytes > 0): where they are,
+  // and a page-aligned buffer for O_DIRECT reads of a row's pages.
+  uint64_t embd_offset = 0;
+  int embd_fd = -1;  // buffered reads without read-ahead, when there is no O_DIRECT
+  size_t embd_row_bytes = 0;
+  int64_t embd_rows = 0;
+  mutable std::mutex embd_mu;
+  mutable uint8_t* bounce = nullptr;
+  size_t bounce_bytes = 0;
+
   ~Loader() {
     stop.store(true);
     for (std::thread& t : threads) t.join();
     if (fd >= 0) close(fd);
     if (direct_fd >= 0) close(direct_fd);
     if (data) munmap(data, bytes);
+    if (bounce) munmap(bounce, bounce_bytes);
+    if (embd_fd >= 0) close(embd_fd);
   }
 
   void fail(std::string e) {
@@ -221,17 +237,19 @@ DenseArena::~DenseArena() = default;
 
 size_t DenseArena::bytes() const { return loader_ ? loader_->bytes : 0; }
 
-uint64_t DenseArena::bytes_needed(const GgufFile& f, const ModelWeights& w) {
+uint64_t DenseArena::bytes_needed(const GgufFile& f, const ModelWeights& w, bool embeddings_on_demand) {
   size_t total = 0;
-  layout(dense_ranges(f, const_cast<ModelWeights&>(w)), &total);
+  layout(dense_ranges(f, const_cast<ModelWeights&>(w), embeddings_on_demand), &total);
   return total;
 }
 
-DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct) {
+bool DenseArena::embeddings_can_stay_in_file(const ModelWeights& w) { return embeddings_separate(w); }
+
+DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, bool embeddings_on_demand) {
   auto L = std::make_unique<Loader>();
   L->path = f.name();
   L->file_size = f.file_size();
-  L->ranges = dense_ranges(f, w);
+  L->ranges = dense_ranges(f, w, embeddings_on_demand);
   L->n_stages = static_cast<int>(w.layers.size()) + 2;
   L->stage_left.assign(static_cast<size_t>(L->n_stages), 0);
   for (const Range& r : L->ranges) ++L->stage_left[r.stage];
@@ -240,16 +258,11 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct) 
   size_t total = 0;
   L->spans = layout(L->ranges, &total);
   DenseArena a;
-  if (total == 0) {
+  const bool embd_in_file = embeddings_on_demand && embeddings_separate(w);
+  if (total == 0 && !embd_in_file) {
     a.loader_ = std::move(L);
     return a;
   }
-  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CLB_CHECK(p != MAP_FAILED, "cannot allocate %zu bytes for the dense weights: %s", total,
-            std::strerror(errno));
-  L->data = static_cast<uint8_t*>(p);
-  L->bytes = total;
-
   const std::string& path = L->path;
   L->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   CLB_CHECK(L->fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
@@ -265,6 +278,35 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct) 
             "%s: the file is %lld bytes, not the %zu it had when opened: it changed underneath",
             path.c_str(), static_cast<long long>(size), f.file_size());
   if (L->direct_fd < 0) posix_fadvise(L->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  if (embd_in_file) {
+    const GgufTensor& t0 = f.tensors().front();
+    const uint8_t* base = f.tensor_data(t0) - t0.offset;
+    L->embd_offset = static_cast<uint64_t>(w.token_embd.data - base);
+    L->embd_row_bytes = w.token_embd.row_stride();
+    L->embd_rows = w.token_embd.n_rows();
+    CLB_ASSERT(L->embd_offset + L->embd_row_bytes * static_cast<uint64_t>(L->embd_rows) <= f.file_size());
+    L->bounce_bytes = page_up(L->embd_row_bytes) + kPage;  // a row's pages, however it straddles them
+    void* b = mmap(nullptr, L->bounce_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CLB_CHECK(b != MAP_FAILED, "cannot allocate %zu bytes for embedding reads: %s", L->bounce_bytes,
+              std::strerror(errno));
+    L->bounce = static_cast<uint8_t*>(b);
+    if (L->direct_fd < 0) {
+      // Read-ahead would leave pages around each row in the page cache.
+      L->embd_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      CLB_CHECK(L->embd_fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
+      posix_fadvise(L->embd_fd, 0, 0, POSIX_FADV_RANDOM);
+    }
+  }
+  if (total == 0) {
+    a.loader_ = std::move(L);
+    return a;
+  }
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CLB_CHECK(p != MAP_FAILED, "cannot allocate %zu bytes for the dense weights: %s", total,
+            std::strerror(errno));
+  L->data = static_cast<uint8_t*>(p);
+  L->bytes = total;
+
 
   // The reads, cut in chunks and shared by a few threads: while one waits on
   // the disk another faults in its pages (first touch of fresh memory costs
@@ -287,8 +329,8 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct) 
   return a;
 }
 
-DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct) {
-  DenseArena a = start(f, w, o_direct);
+DenseArena DenseArena::load(const GgufFile& f, ModelWeights& w, bool o_direct, bool embeddings_on_demand) {
+  DenseArena a = start(f, w, o_direct, embeddings_on_demand);
   a.wait(std::numeric_limits<int>::max());
   return a;
 }
@@ -301,6 +343,36 @@ void DenseArena::wait(int stage) const {
   std::unique_lock<std::mutex> lock(L->mu);
   L->cv.wait(lock, [&] { return L->ready >= stage || !L->error.empty(); });
   CLB_CHECK(L->error.empty(), "%s", L->error.c_str());
+}
+
+bool DenseArena::embeddings_on_demand() const { return loader_ && loader_->embd_row_bytes > 0; }
+
+void DenseArena::read_embedding_row(int64_t row, uint8_t* dst) const {
+  const Loader* L = loader_.get();
+  CLB_ASSERT(L && L->embd_row_bytes > 0 && row >= 0 && row < L->embd_rows);
+  const uint64_t off = L->embd_offset + static_cast<uint64_t>(row) * L->embd_row_bytes;
+  const bool direct = L->direct_fd >= 0;
+  // O_DIRECT: the row's whole pages into the bounce buffer (the file's last
+  // page may be partial); buffered: the row itself.
+  const uint64_t begin = direct ? page_down(off) : off;
+  const uint64_t want = direct ? page_up(off + L->embd_row_bytes) - begin : L->embd_row_bytes;
+  const uint64_t need = std::min<uint64_t>(begin + want, L->file_size) - begin;
+  std::lock_guard<std::mutex> lock(L->embd_mu);
+  uint8_t* buf = direct ? L->bounce : dst;
+  uint64_t done = 0;
+  while (done < need) {
+    const ssize_t n =
+        pread(direct ? L->direct_fd : L->embd_fd, buf + done, want - done, static_cast<off_t>(begin + done));
+    if (n < 0 && errno == EINTR) continue;
+    CLB_CHECK(n > 0, "%s: reading embedding row %lld (%zu bytes at offset %llu): %s", L->path.c_str(),
+              static_cast<long long>(row), L->embd_row_bytes, static_cast<unsigned long long>(off),
+              n < 0 ? std::strerror(errno) : "the file ended early (truncated?)");
+    done += static_cast<uint64_t>(n);
+  }
+  if (direct)
+    std::memcpy(dst, L->bounce + (off - begin), L->embd_row_bytes);
+  else
+    drop_file_cache(L->embd_fd, off, L->embd_row_bytes);
 }
 
 }  // namespace colibri

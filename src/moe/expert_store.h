@@ -84,6 +84,10 @@ class ExpertStore {
   // be read. Throws Error if their load failed.
   static constexpr int kAllDense = 1 << 30;
   virtual void wait_dense(int stage) {}
+  // Token embeddings a placed store left in the file (a tight budget): copies
+  // row `row` (the file's layout) to dst and returns true; false where they
+  // are resident and the caller reads its view. Throws Error on a failed read.
+  virtual bool read_embedding_row(int64_t row, uint8_t* dst) { return false; }
 };
 
 // Serves views straight into the memory-mapped model file: the page cache

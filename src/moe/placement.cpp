@@ -194,6 +194,16 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   }
 
   const uint64_t total_experts = static_cast<uint64_t>(p.n_moe_layers) * std::max(cfg.n_expert, 0);
+  // When the budget cannot hold every expert, the token embeddings stay in
+  // the file (a token reads one row) and their room goes to expert slots.
+  if (total_experts > 0 && p.budget > 0 && o.slots_per_layer == 0 &&
+      DenseArena::embeddings_can_stay_in_file(w) &&
+      p.dense_bytes + other_bytes + total_experts * p.slab_bytes > p.budget) {
+    const uint64_t without = DenseArena::bytes_needed(f, w, true);
+    p.embeddings_in_file = true;
+    p.embedding_bytes = p.dense_bytes - without;
+    p.dense_bytes = without;
+  }
   const uint64_t base = p.dense_bytes + other_bytes;
   if (total_experts == 0) {
     CLB_CHECK(p.budget == 0 || base <= p.budget,
@@ -280,8 +290,14 @@ std::string Plan::describe() const {
   auto sz = [](double b) { return format_size(b); };
   std::string s;
   s += strprintf("memory budget: %s (%s)\n", budget ? sz(budget).c_str() : "unlimited", budget_source.c_str());
-  s += strprintf("  dense weights, resident:      %12s  (attention, norms, embeddings, routers, shared experts)\n",
-                 sz(dense_bytes).c_str());
+  if (embeddings_in_file) {
+    s += strprintf("  dense weights, resident:      %12s  (attention, norms, routers, shared experts)\n",
+                   sz(dense_bytes).c_str());
+    s += strprintf("  token embeddings, in the file: %11s  (not placed: a token's row is read when it comes)\n",
+                   sz(embedding_bytes).c_str());
+  } else
+    s += strprintf("  dense weights, resident:      %12s  (attention, norms, embeddings, routers, shared experts)\n",
+                   sz(dense_bytes).c_str());
   s += strprintf("  KV cache and scratch:         %12s\n", sz(other_bytes).c_str());
   if (n_moe_layers > 0) {
     s += strprintf("  pinned hot experts:           %12s  (%d x %s%s)\n",
@@ -334,6 +350,11 @@ class PlacedStore : public ExpertStore {
   ExpertStoreStats stats() const override { return inner_->stats(); }
   const char* name() const override { return inner_->name(); }
   void wait_dense(int stage) override { arena_.wait(stage); }
+  bool read_embedding_row(int64_t row, uint8_t* dst) override {
+    if (!arena_.embeddings_on_demand()) return false;
+    arena_.read_embedding_row(row, dst);
+    return true;
+  }
 
  private:
   DenseArena arena_;  // destroyed after inner_
@@ -379,7 +400,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
   }
   // The dense reads run on while the caller goes on (its forward pass waits
   // per stage): a first prompt's expert reads share the disk with them.
-  DenseArena arena = DenseArena::start(f, w, o.o_direct);
+  DenseArena arena = DenseArena::start(f, w, o.o_direct, p.embeddings_in_file);
   if (plan_out) *plan_out = p;
   return std::make_unique<PlacedStore>(std::move(arena), std::move(inner));
 }

@@ -47,6 +47,8 @@ struct Plan {
   uint64_t budget = 0;
   std::string budget_source;   // "--mem", "cgroup v1 limit 8.00 GiB", ...
   uint64_t dense_bytes = 0;    // resident dense weights
+  bool embeddings_in_file = false;  // token embeddings read a row per token (not in dense_bytes)
+  uint64_t embedding_bytes = 0;     // what that leaves out
   uint64_t other_bytes = 0;    // KV cache and scratch, as the caller stated
   uint64_t slab_bytes = 0;     // one slot
   int n_moe_layers = 0, n_expert = 0, n_expert_used = 0;

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <random>
 
+#include "moe/dense_arena.h"
 #include "moe/placement.h"
+#include "moe/streaming_store.h"
 #include "run_util.h"
 
 namespace colibri {
@@ -42,6 +44,7 @@ class NoisyPrefetcher : public ExpertStore {
   ExpertStoreStats stats() const override { return inner_.stats(); }
   const char* name() const override { return "noisy"; }
   void wait_dense(int stage) override { inner_.wait_dense(stage); }
+  bool read_embedding_row(int64_t row, uint8_t* dst) override { return inner_.read_embedding_row(row, dst); }
 
  private:
   ExpertStore& inner_;
@@ -60,11 +63,13 @@ std::vector<fs::path> moe_models() {
 }
 
 struct Variant {
-  int slots_per_layer;  // 0: every expert fits
+  int slots_per_layer;  // 0: every expert fits; -1: a budget for two tokens' experts (embeddings left in the file)
   std::string policy, io;
   bool prefetch, o_direct, noisy;
   std::string str() const {
-    return (slots_per_layer ? std::to_string(slots_per_layer) + " slots/layer" : std::string("unlimited")) +
+    return (slots_per_layer > 0   ? std::to_string(slots_per_layer) + " slots/layer"
+            : slots_per_layer < 0 ? std::string("tight budget")
+                                  : std::string("unlimited")) +
            " " + policy + " " + io + (prefetch ? " prefetch" : "") + (o_direct ? " O_DIRECT" : "") +
            (noisy ? " noisy" : "");
   }
@@ -80,8 +85,11 @@ void check_model(const fs::path& path, const std::vector<Variant>& variants) {
     SCOPED_TRACE(path.filename().string() + ": " + v.str());
     ModelWeights w = bind_weights(*base.file, base.cfg);
     ExpertStoreOptions o;
-    o.slots_per_layer = v.slots_per_layer ? v.slots_per_layer : 0;
-    o.mem_budget = v.slots_per_layer ? 0 : (64ull << 30);
+    o.slots_per_layer = std::max(v.slots_per_layer, 0);
+    o.mem_budget = v.slots_per_layer > 0 ? 0 : (64ull << 30);
+    if (v.slots_per_layer < 0)
+      o.mem_budget = DenseArena::bytes_needed(*base.file, w, true) +
+                     2 * StreamingExpertStore::slot_bytes(w.experts, v.o_direct) * base.cfg.n_expert_used;
     o.policy = v.policy;
     o.io = v.io;
     o.prefetch = v.prefetch;
@@ -95,7 +103,13 @@ void check_model(const fs::path& path, const std::vector<Variant>& variants) {
     const std::vector<float> got = test::run_logits(base.cfg, w, s, n_prompt, n_steps);
     // Nothing dense is read through the mapping any more.
     store->wait_dense(ExpertStore::kAllDense);
-    EXPECT_NE(w.token_embd.data, base.w.token_embd.data);
+    if (plan.embeddings_in_file)
+      EXPECT_EQ(w.token_embd.data, base.w.token_embd.data);  // rows come from the file
+    else
+      EXPECT_NE(w.token_embd.data, base.w.token_embd.data);
+    if (v.slots_per_layer < 0) {
+      EXPECT_EQ(plan.embeddings_in_file, DenseArena::embeddings_can_stay_in_file(base.w));
+    }
     EXPECT_NE(w.layers[0].wq.data, base.w.layers[0].wq.data);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
@@ -113,7 +127,7 @@ TEST(Identical, EveryGoldenModelEveryBudgetAndPolicy) {
   auto models = moe_models();
   if (models.empty()) GTEST_SKIP() << "no golden models in " << kGolden;
   std::vector<Variant> vs;
-  for (int slots : {1, 2, 8, 0})
+  for (int slots : {1, 2, 8, 0, -1})
     for (const char* policy : {"lru", "lfu-decay"}) vs.push_back({slots, policy, "uring", false, false, false});
   int n = 0;
   for (const fs::path& p : models) {
@@ -130,9 +144,9 @@ TEST(Identical, IoEnginesDirectIoAndConcurrentPrefetch) {
     if (fs::exists(kGolden / name)) models.push_back(kGolden / name);
   if (models.empty()) GTEST_SKIP() << "no golden models in " << kGolden;
   std::vector<Variant> vs;
-  // Every pair of settings appears, in 16 variants rather than 64.
+  // Every pair of settings appears, in 20 variants rather than 80.
   int i = 0;
-  for (int slots : {1, 2, 8, 0})
+  for (int slots : {1, 2, 8, 0, -1})
     for (const char* io : {"uring", "pread"})
       for (bool direct : {false, true}) {
         const bool noisy = (i++ % 3) != 1;

@@ -108,11 +108,13 @@ TEST(Placement, BudgetBelowTheDensePartSaysWhatIsNeeded) {
   o.mem_budget = 1000;
   const std::string err = error_of([&] { make_expert_store(o, *m.file, m.cfg, m.w, 0); });
   EXPECT_NE(err.find("too small"), std::string::npos) << err;
-  // The stated need is enough: that budget works, a byte less does not.
+  // The stated need is enough: that budget works, a byte less does not. (So
+  // small a budget leaves the token embeddings in the file.)
   Plan probe;
   o.mem_budget = 1ull << 30;
   probe = make_plan(o, *m.file, m.cfg, m.w, 0);
-  const uint64_t need = probe.dense_bytes + m.cfg.n_expert_used * probe.slab_bytes;
+  ASSERT_TRUE(DenseArena::embeddings_can_stay_in_file(m.w));
+  const uint64_t need = DenseArena::bytes_needed(*m.file, m.w, true) + m.cfg.n_expert_used * probe.slab_bytes;
   EXPECT_NE(err.find(format_size(static_cast<double>(need))), std::string::npos) << err;
   o.mem_budget = need;
   EXPECT_NO_THROW(make_plan(o, *m.file, m.cfg, m.w, 0));
@@ -208,6 +210,83 @@ TEST(Placement, DenseStagesAreInPlaceOnceWaitedFor) {
     }
     a.wait(ExpertStore::kAllDense);
     EXPECT_EQ(a.bytes(), DenseArena::bytes_needed(*m.file, mapped));
+  }
+  fs::remove(path);
+}
+
+// Under a budget that cannot hold every expert, the token embeddings stay in
+// the file: the arena is smaller by the table, a token's row is read on
+// demand with the file's bytes, no read leaves the file in the page cache,
+// and a file cut short underneath gives an error, not a row of garbage.
+TEST(Placement, EmbeddingRowsComeFromTheFileUnderATightBudget) {
+  const std::string path = std::string(COLIBRI_BINARY_DIR) + "/colibri_moe_embd_rows_" +
+                           std::to_string(getpid()) + ".gguf";
+  test::SynthShape shape;
+  shape.n_embd = 512;
+  shape.n_vocab = 8192;  // a 16 MiB F32 table: several 2 MiB folios
+  test::write_synth_qwen3moe(path, shape, 8);
+  test::LoadedModel m = test::load_model(path);
+  const ModelWeights mapped = m.w;
+  ASSERT_TRUE(DenseArena::embeddings_can_stay_in_file(mapped));
+  const uint64_t full = DenseArena::bytes_needed(*m.file, mapped);
+  const uint64_t without = DenseArena::bytes_needed(*m.file, mapped, true);
+  const uint64_t table = static_cast<uint64_t>(mapped.token_embd.n_rows()) * mapped.token_embd.row_stride();
+  EXPECT_GE(full - without, table - 4096);
+  EXPECT_LE(full - without, table + 8192);
+
+  // The plan leaves the table in the file only when the experts do not all fit.
+  ExpertStoreOptions o;
+  o.no_history = true;
+  const uint64_t all_experts = StreamingExpertStore::slot_bytes(mapped.experts, o.o_direct) *
+                               static_cast<uint64_t>(m.cfg.n_layer) * m.cfg.n_expert;
+  o.mem_budget = full + all_experts;
+  EXPECT_FALSE(make_plan(o, *m.file, m.cfg, mapped, 0).embeddings_in_file);
+  o.mem_budget = full + all_experts - 1;
+  const Plan tight = make_plan(o, *m.file, m.cfg, mapped, 0);
+  EXPECT_TRUE(tight.embeddings_in_file);
+  EXPECT_EQ(tight.dense_bytes, without);
+  EXPECT_EQ(tight.embedding_bytes, full - without);
+
+  std::vector<uint8_t> row(mapped.token_embd.row_stride());
+  std::vector<int64_t> rows = {0, 1, mapped.token_embd.n_rows() - 1};
+  for (int64_t r = 3; r < mapped.token_embd.n_rows(); r += 997) rows.push_back(r);
+  for (bool o_direct : {true, false}) {
+    SCOPED_TRACE(o_direct ? "O_DIRECT" : "buffered");
+    {
+      const int fd = open(path.c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0);
+      fdatasync(fd);
+      posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      close(fd);
+    }
+    ModelWeights w = mapped;
+    DenseArena a = DenseArena::load(*m.file, w, o_direct, true);
+    EXPECT_TRUE(a.embeddings_on_demand());
+    EXPECT_EQ(a.bytes(), without);
+    EXPECT_EQ(w.token_embd.data, mapped.token_embd.data);  // left pointing into the file
+    std::vector<std::vector<uint8_t>> got;
+    for (int64_t r : rows) {
+      a.read_embedding_row(r, row.data());
+      got.push_back(row);
+    }
+    EXPECT_LT(cached_bytes(path), size_t{1} << 20) << "rows read through the page cache stayed there";
+    for (size_t i = 0; i < rows.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(got[i].data(), mapped.token_embd.row(rows[i]), row.size())) << "row " << rows[i];
+  }
+  {
+    ModelWeights w = mapped;
+    DenseArena a = DenseArena::load(*m.file, w, false, true);
+    // Cut the file where the table's last row starts.
+    const GgufTensor& t0 = m.file->tensors().front();
+    const uint8_t* file_start = m.file->tensor_data(t0) - t0.offset;
+    const int64_t last = mapped.token_embd.n_rows() - 1;
+    ASSERT_EQ(0, truncate(path.c_str(), static_cast<off_t>(mapped.token_embd.row(last) - file_start)));
+    try {
+      a.read_embedding_row(last, row.data());
+      ADD_FAILURE() << "no error reading past the end of a truncated file";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("embedding row"), std::string::npos) << e.what();
+    }
   }
   fs::remove(path);
 }

@@ -285,12 +285,13 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
     L->embd_row_bytes = w.token_embd.row_stride();
     L->embd_rows = w.token_embd.n_rows();
     CLB_ASSERT(L->embd_offset + L->embd_row_bytes * static_cast<uint64_t>(L->embd_rows) <= f.file_size());
-    L->bounce_bytes = page_up(L->embd_row_bytes) + kPage;  // a row's pages, however it straddles them
-    void* b = mmap(nullptr, L->bounce_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CLB_CHECK(b != MAP_FAILED, "cannot allocate %zu bytes for embedding reads: %s", L->bounce_bytes,
-              std::strerror(errno));
-    L->bounce = static_cast<uint8_t*>(b);
-    if (L->direct_fd < 0) {
+    if (L->direct_fd >= 0) {
+      L->bounce_bytes = page_up(L->embd_row_bytes) + kPage;  // a row's pages, however it straddles them
+      void* b = mmap(nullptr, L->bounce_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      CLB_CHECK(b != MAP_FAILED, "cannot allocate %zu bytes for embedding reads: %s", L->bounce_bytes,
+                std::strerror(errno));
+      L->bounce = static_cast<uint8_t*>(b);
+    } else {
       // Read-ahead would leave pages around each row in the page cache.
       L->embd_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
       CLB_CHECK(L->embd_fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
@@ -306,7 +307,6 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
             std::strerror(errno));
   L->data = static_cast<uint8_t*>(p);
   L->bytes = total;
-
 
   // The reads, cut in chunks and shared by a few threads: while one waits on
   // the disk another faults in its pages (first touch of fresh memory costs

@@ -148,7 +148,7 @@ uint64_t simulate_optimal(int n_slots, std::span<const int32_t> trace) {
     cached[key] = next[i];
     by_next.insert({next[i], key});
   }
-  return hits;
+  return hits + std::min<uint64_t>(static_cast<uint64_t>(std::max(n_slots, 0)), seen.size());
 }
 
 uint64_t simulate_fixed_set(int n_slots, std::span<const int32_t> trace) {

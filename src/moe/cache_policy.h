@@ -53,11 +53,15 @@ uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
                         std::span<const int32_t> trace);
 
 // Bounds for the policies on a recorded trace, with knowledge no policy has:
-//  - optimal: Belady's MIN, the most hits any cache of n_slots slabs can get
-//    (on a miss it evicts the slab used again farthest ahead, or keeps none
-//    of the newcomer if that is used again latest);
+//  - optimal: the most hits any cache of n_slots slabs can get, even one
+//    filled before the trace starts: Belady's MIN (on a miss, evict the slab
+//    used again farthest ahead, or keep none of the newcomer if that is used
+//    again latest) from an empty cache, plus the first uses of the first
+//    n_slots distinct keys, which a cache filled with them beforehand serves
+//    (no filling saves more misses than it has slots);
 //  - fixed set: the hits of the n_slots keys used most over the whole trace,
-//    held for good (what pinning a perfectly learned hot set gives).
+//    held for good from the start (what pinning a perfectly learned hot set
+//    gives); never above optimal.
 uint64_t simulate_optimal(int n_slots, std::span<const int32_t> trace);
 uint64_t simulate_fixed_set(int n_slots, std::span<const int32_t> trace);
 

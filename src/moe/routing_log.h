@@ -34,8 +34,9 @@ RoutingLog read_routing_log(const std::string& path);
 
 // The share of a log's expert uses a cache would serve from memory: the
 // `pinned` keys always, the others through `n_slots` slots under each policy
-// (no prefetch: every miss is a read), then the bounds over all n_pinned +
-// n_slots slots ("best fixed set", "optimal"; cache_policy.h).
+// (no prefetch: every miss is a read; the pinned keys loaded beforehand),
+// then the bounds over all n_pinned + n_slots slots ("best fixed set",
+// "optimal"; cache_policy.h).
 struct PolicyReplay {
   std::string name;
   double served = 0;  // in [0, 1]

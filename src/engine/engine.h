@@ -56,7 +56,9 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
   // Waits until every dense tensor is in place (they load in the background
-  // after construction).
+  // after construction). Where the plan left the token embeddings in the
+  // file (Plan::embeddings_in_file), their view still points into the
+  // mapping: its shape is right, its bytes are not to be read.
   const ModelWeights& weights() const;
   const EngineOptions& options() const { return opts_; }
   int n_ctx() const { return kv_->n_ctx(); }

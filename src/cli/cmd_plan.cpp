@@ -38,7 +38,7 @@ void replay(const Plan& p, const ModelConfig& cfg, const std::string& path) {
     std::printf("  every expert is resident: all uses served from memory\n");
     return;
   }
-  for (const PolicyReplay& r : replay_policies(log, p.n_slots, p.pinned))
+  for (const PolicyReplay& r : replay_policies(log, p.n_slots, p.pinned, p.history))
     std::printf("  %-15s %5.1f%% of expert uses from memory, %s read per token\n", r.name.c_str(),
                 100.0 * r.served, format_size((1.0 - r.served) * per_token * per_use).c_str());
   std::printf("  (the last two know the whole trace in advance; no policy serves more than \"optimal\",\n"

@@ -32,9 +32,18 @@ class LruPolicy : public CachePolicy {
 // arrival goes.
 class LfuDecayPolicy : public CachePolicy {
  public:
-  LfuDecayPolicy(int n_slots, int n_keys, uint64_t half_life)
+  LfuDecayPolicy(int n_slots, int n_keys, uint64_t half_life, std::span<const uint64_t> prior)
       : key_(n_slots, -1), inserted_(n_slots, 0), uses_(n_slots, 0), count_(n_keys, 0.0),
-        epoch_(n_keys, 0), half_life_(half_life) {}
+        epoch_(n_keys, 0), half_life_(half_life) {
+    // The history's share of each key, as uses in one half-life.
+    uint64_t total = 0;
+    for (uint64_t c : prior) total += c;
+    if (prior.size() == static_cast<size_t>(n_keys) && total > 0) {
+      prior_.resize(n_keys);
+      for (int k = 0; k < n_keys; ++k)
+        prior_[k] = static_cast<double>(prior[k]) / static_cast<double>(total) * static_cast<double>(half_life);
+    }
+  }
   void on_insert(int slot, int32_t key, uint64_t now) override {
     key_[slot] = key;
     inserted_[slot] = now;
@@ -48,7 +57,8 @@ class LfuDecayPolicy : public CachePolicy {
   }
   double score(int slot, uint64_t now) const override {
     const int32_t key = key_[slot];
-    const double count = decay(count_[key], epoch_[key], now / half_life_) - (uses_[slot] < 2 ? 1.0 : 0.0);
+    const double count = decay(count_[key], epoch_[key], now / half_life_) - (uses_[slot] < 2 ? 1.0 : 0.0) +
+                         (prior_.empty() ? 0.0 : prior_[key]);
     // Among equal counts the newest arrival goes first; the bonus is below
     // any difference of counts that matters.
     return count + 1e-9 * (1.0 - static_cast<double>(inserted_[slot]) / static_cast<double>(now + 1));
@@ -64,6 +74,7 @@ class LfuDecayPolicy : public CachePolicy {
   std::vector<uint32_t> uses_;      // (n_slots) uses since it arrived
   std::vector<double> count_;       // (n_keys) uses, as of epoch_
   std::vector<uint64_t> epoch_;     // (n_keys)
+  std::vector<double> prior_;       // (n_keys) from the history, or empty
   uint64_t half_life_;
 };
 
@@ -72,12 +83,12 @@ class LfuDecayPolicy : public CachePolicy {
 const char* cache_policy_names() { return "lru, lfu-decay"; }
 
 std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, int n_slots, int n_keys,
-                                               uint64_t half_life) {
+                                               uint64_t half_life, std::span<const uint64_t> prior) {
   CLB_CHECK(n_slots >= 1, "a cache needs at least one slot, got %d", n_slots);
   if (name == "lru") return std::make_unique<LruPolicy>(n_slots);
   if (name == "lfu-decay")
     return std::make_unique<LfuDecayPolicy>(
-        n_slots, n_keys, half_life > 0 ? half_life : std::max<uint64_t>(64, 8ull * n_slots));
+        n_slots, n_keys, half_life > 0 ? half_life : std::max<uint64_t>(64, 8ull * n_slots), prior);
   fail("unknown cache policy '%s' (choices: %s)", name.c_str(), cache_policy_names());
 }
 
@@ -115,8 +126,8 @@ uint64_t simulate_cache(CachePolicy& policy, int n_slots, std::span<const int32_
 }
 
 uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
-                        std::span<const int32_t> trace) {
-  auto p = make_cache_policy(policy, n_slots, n_keys);
+                        std::span<const int32_t> trace, std::span<const uint64_t> prior) {
+  auto p = make_cache_policy(policy, n_slots, n_keys, 0, prior);
   return simulate_cache(*p, n_slots, trace);
 }
 

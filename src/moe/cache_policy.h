@@ -13,6 +13,10 @@
 //    token's experts LRU evicts exactly the slab the next token reuses; a
 //    frequency keeps the experts the router favours (and a new arrival must
 //    earn its place), while the halving forgets them when the text moves on.
+//    With a routing history (a prior: uses per key from earlier runs), each
+//    key's score also counts the uses the history predicts for one half-life,
+//    which never decay: the cache starts from what the workload used before
+//    and recent use still moves it.
 //    docs/STREAMING.md has the measurements that made it the default.
 #pragma once
 
@@ -39,9 +43,10 @@ class CachePolicy {
 
 // "lru" or "lfu-decay" over keys in [0, n_keys); throws Error naming the
 // choices otherwise. half_life: ticks, for lfu-decay (0: 8 per slot, at
-// least 64).
+// least 64). prior: (n_keys) uses from a routing history, or empty; lru
+// ignores it.
 std::unique_ptr<CachePolicy> make_cache_policy(const std::string& name, int n_slots, int n_keys,
-                                               uint64_t half_life = 0);
+                                               uint64_t half_life = 0, std::span<const uint64_t> prior = {});
 const char* cache_policy_names();  // "lru, lfu-decay"
 inline constexpr const char* kDefaultCachePolicy = "lfu-decay";
 
@@ -50,7 +55,7 @@ inline constexpr const char* kDefaultCachePolicy = "lfu-decay";
 // cached evicts the lowest score (ties to the lowest slot). Returns the hits.
 uint64_t simulate_cache(CachePolicy& policy, int n_slots, std::span<const int32_t> trace);
 uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
-                        std::span<const int32_t> trace);
+                        std::span<const int32_t> trace, std::span<const uint64_t> prior = {});
 
 // Bounds for the policies on a recorded trace, with knowledge no policy has:
 //  - optimal: the most hits any cache of n_slots slabs can get, even one

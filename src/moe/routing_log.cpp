@@ -88,7 +88,8 @@ RoutingLog read_routing_log(const std::string& path) {
 }
 
 std::vector<PolicyReplay> replay_policies(const RoutingLog& log, int n_slots,
-                                          std::span<const int32_t> pinned) {
+                                          std::span<const int32_t> pinned,
+                                          std::span<const uint64_t> history) {
   const int n_keys = log.n_layer * log.n_expert;
   std::vector<char> is_pinned(static_cast<size_t>(n_keys), 0);
   for (int32_t k : pinned)
@@ -101,7 +102,7 @@ std::vector<PolicyReplay> replay_policies(const RoutingLog& log, int n_slots,
   const double pinned_hits = static_cast<double>(log.keys.size() - rest.size());
   std::vector<PolicyReplay> out;
   for (const char* p : {"lru", "lfu-decay"}) {
-    const uint64_t h = n_slots > 0 ? simulate_cache(p, n_slots, n_keys, rest) : 0;
+    const uint64_t h = n_slots > 0 ? simulate_cache(p, n_slots, n_keys, rest, history) : 0;
     out.push_back({p, (pinned_hits + static_cast<double>(h)) / uses});
   }
   const int total = n_slots + static_cast<int>(pinned.size());

@@ -34,14 +34,16 @@ RoutingLog read_routing_log(const std::string& path);
 
 // The share of a log's expert uses a cache would serve from memory: the
 // `pinned` keys always, the others through `n_slots` slots under each policy
-// (no prefetch: every miss is a read; the pinned keys loaded beforehand),
-// then the bounds over all n_pinned + n_slots slots ("best fixed set",
+// (no prefetch: every miss is a read; the pinned keys loaded beforehand;
+// `history`, the routing counts the store would start from, or empty), then
+// the bounds over all n_pinned + n_slots slots ("best fixed set",
 // "optimal"; cache_policy.h).
 struct PolicyReplay {
   std::string name;
   double served = 0;  // in [0, 1]
 };
 std::vector<PolicyReplay> replay_policies(const RoutingLog& log, int n_slots,
-                                          std::span<const int32_t> pinned);
+                                          std::span<const int32_t> pinned,
+                                          std::span<const uint64_t> history = {});
 
 }  // namespace colibri

@@ -138,7 +138,7 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   counts_ = o.history.size() == n_keys ? o.history : std::vector<uint64_t>(n_keys, 0);
   pred_mark_.assign(n_keys, 0);
   layer_pred_.assign(n_layer_, 0);
-  policy_ = make_cache_policy(o.policy, n_cache_, static_cast<int>(n_keys));
+  policy_ = make_cache_policy(o.policy, n_cache_, static_cast<int>(n_keys), 0, o.history);
   std::string io_note;
   io_ = make_io_engine(o.io, o.io_depth, static_cast<int>(ops_.size()), &StreamingExpertStore::on_read,
                        this, &io_note);

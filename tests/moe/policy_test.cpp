@@ -143,6 +143,43 @@ TEST(CachePolicy, OptimalMatchesExhaustiveSearchAndBoundsEveryPolicy) {
   }
 }
 
+// A routing history as lfu-decay's prior: on a stationary skewed workload
+// the cache serves more from the first accesses on (it need not learn the
+// hot set again), and after a change of hot set the new keys still win their
+// slots back: the prior counts one half-life of uses, not more.
+TEST(CachePolicy, HistoryPriorHelpsAtOnceAndStillFollowsAChange) {
+  const int n_keys = 400, n_slots = 40;
+  std::geometric_distribution<int> g(0.03);
+  auto workload = [&](uint32_t seed, int n, int shift) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(n);
+    for (int32_t& k : t) k = (g(rng) + shift) % n_keys;
+    return t;
+  };
+  const std::vector<int32_t> before = workload(1, 20000, 0);
+  std::vector<uint64_t> history(n_keys, 0);
+  for (int32_t k : before) ++history[k];
+  const std::vector<int32_t> now = workload(2, 4000, 0);
+  const std::vector<int32_t> first(now.begin(), now.begin() + 800);
+  const uint64_t cold_first = simulate_cache("lfu-decay", n_slots, n_keys, first);
+  const uint64_t warm_first = simulate_cache("lfu-decay", n_slots, n_keys, first, history);
+  EXPECT_GT(warm_first, cold_first + cold_first / 20) << "the prior should show in the first accesses";
+  EXPECT_GE(simulate_cache("lfu-decay", n_slots, n_keys, now, history),
+            simulate_cache("lfu-decay", n_slots, n_keys, now));
+  // lru takes no prior.
+  EXPECT_EQ(simulate_cache("lru", n_slots, n_keys, now, history), simulate_cache("lru", n_slots, n_keys, now));
+
+  // The text moves on: the hot keys are others now (shifted by 200).
+  std::vector<int32_t> moved = workload(3, 30000, 200);
+  const uint64_t all = simulate_cache("lfu-decay", n_slots, n_keys, moved, history);
+  const std::vector<int32_t> head(moved.begin(), moved.end() - 5000);
+  const uint64_t early = simulate_cache("lfu-decay", n_slots, n_keys, head, history);
+  std::vector<int32_t> tail(moved.end() - 5000, moved.end());
+  const double late_rate = static_cast<double>(all - early) / 5000.0;
+  const double best_late = static_cast<double>(simulate_fixed_set(n_slots, tail)) / 5000.0;
+  EXPECT_GT(late_rate, 0.8 * best_late) << "the cache should have followed the new hot set";
+}
+
 TEST(CachePolicy, UnknownNameIsAnError) {
   try {
     make_cache_policy("fifo", 4, 4);

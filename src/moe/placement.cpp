@@ -290,14 +290,11 @@ std::string Plan::describe() const {
   auto sz = [](double b) { return format_size(b); };
   std::string s;
   s += strprintf("memory budget: %s (%s)\n", budget ? sz(budget).c_str() : "unlimited", budget_source.c_str());
-  if (embeddings_in_file) {
-    s += strprintf("  dense weights, resident:      %12s  (attention, norms, routers, shared experts)\n",
-                   sz(dense_bytes).c_str());
+  s += strprintf("  dense weights, resident:      %12s  (attention, norms, %srouters, shared experts)\n",
+                 sz(dense_bytes).c_str(), embeddings_in_file ? "" : "embeddings, ");
+  if (embeddings_in_file)
     s += strprintf("  token embeddings, in the file: %11s  (not placed: a token's row is read when it comes)\n",
                    sz(embedding_bytes).c_str());
-  } else
-    s += strprintf("  dense weights, resident:      %12s  (attention, norms, embeddings, routers, shared experts)\n",
-                   sz(dense_bytes).c_str());
   s += strprintf("  KV cache and scratch:         %12s\n", sz(other_bytes).c_str());
   if (n_moe_layers > 0) {
     s += strprintf("  pinned hot experts:           %12s  (%d x %s%s)\n",

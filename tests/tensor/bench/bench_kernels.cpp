@@ -1,5 +1,5 @@
 // Kernel throughput in GB/s of weight bytes: matvec_rows (decode) and
-// matmul_rows with 8 tokens (prefill) for every weight type and ISA, over a
+// matmul_rows with 8 and 64 tokens (prefill) for every weight type and ISA, over a
 // matrix larger than the caches. Not a test; run it by hand:
 //   build/tests/tensor/bench_kernels --benchmark_filter=q4_0
 #include <benchmark/benchmark.h>
@@ -68,8 +68,9 @@ const int kRegistered = [] {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                   DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
-      for (int64_t n_tok : {1, 8}) {
-        const std::string name = std::string(n_tok == 1 ? "matvec/" : "matmul8/") + dtype_name(t) + "/" + isa_name(isa);
+      for (int64_t n_tok : {1, 8, 64}) {
+        const std::string name = (n_tok == 1 ? std::string("matvec/") : "matmul" + std::to_string(n_tok) + "/") +
+                                 dtype_name(t) + "/" + isa_name(isa);
         benchmark::RegisterBenchmark(name.c_str(), run, t, isa, n_tok)->Unit(benchmark::kMillisecond);
       }
   return 0;

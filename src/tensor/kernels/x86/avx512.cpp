@@ -215,12 +215,15 @@ struct Q6_KKernel {
     a.d = xb->d;
   }
 
+  // Per (row, token) the sum is one float chain over the super-blocks: acc
+  // = fma(I, d_w x d_x, acc) with I the super-block's exact integer dot, so
+  // the 16-row groups of avx512_packed.cpp (prompts) give the same bits.
   template <int R, int T>
   static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb,
                    float* y, size_t y_stride, bool accumulate) {
-    __m512 acc[R][T];
+    float acc[R][T];
     for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+      for (int t = 0; t < T; ++t) acc[r][t] = accumulate ? y[t * y_stride + r] : 0.0f;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33),
                   mcc = _mm512_set1_epi8(static_cast<char>(0xCC));
     __m512i sel[4];  // 16-bit lane -> its sub-block (8 lanes each): 2k, 2k + 1, 2k + 8, 2k + 9
@@ -232,6 +235,8 @@ struct Q6_KKernel {
     // (m4 ? nibbles : high part), bit by bit.
     auto merge = [&](__m512i nib, __m512i hi) { return _mm512_ternarylogic_epi32(m4, nib, hi, 0xCA); };
     for (int64_t b = 0; b < nb; ++b) {
+      __m512i isum[R][T];
+      float dw[R];
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const block_q6_K*>(w + r * w_stride) + b;
         prefetch_ahead(blk, 4);
@@ -252,18 +257,35 @@ struct Q6_KKernel {
                               merge(_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(q, 2))};
         __m512i scv[4];
         for (int k = 0; k < 4; ++k) scv[k] = _mm512_permutexvar_epi16(sel[k], sc);
-        const float dw = h2f(blk->d);
+        dw[r] = h2f(blk->d);
         for (int t = 0; t < T; ++t) {
           const Q6_KAct& a = act[t][b];
-          __m512i isum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), sc4, _mm512_zextsi256_si512(a.bsm));
-          for (int k = 0; k < 4; ++k)
-            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[k], a.y[k]), scv[k]);
-          acc[r][t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(dw * a.d), acc[r][t]);
+          __m512i s = _mm512_dpwssd_epi32(_mm512_setzero_si512(), sc4, _mm512_zextsi256_si512(a.bsm));
+          for (int k = 0; k < 4; ++k) s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(u[k], a.y[k]), scv[k]);
+          isum[r][t] = s;
         }
       }
+      // The super-block's integer dots, two rows per reduction.
+      for (int t = 0; t < T; ++t) {
+        int32_t tot[R];
+        int r = 0;
+        for (; r + 1 < R; r += 2) {
+          const __m512i a = isum[r][t], c = isum[r + 1][t];
+          // 256-bit halves of a, then of c, added: [a | c] in 8 lanes each.
+          __m512i v = _mm512_add_epi32(_mm512_shuffle_i64x2(a, c, 0x44), _mm512_shuffle_i64x2(a, c, 0xEE));
+          v = _mm512_add_epi32(v, _mm512_shuffle_i64x2(v, v, 0xB1));
+          v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_BADC));
+          v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+          tot[r] = _mm512_cvtsi512_si32(v);
+          tot[r + 1] = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(v, 2));
+        }
+        if (r < R) tot[r] = _mm512_reduce_add_epi32(isum[r][t]);
+        for (int i = 0; i < R; ++i)
+          acc[i][t] = std::fma(static_cast<float>(tot[i]), dw[i] * act[t][b].d, acc[i][t]);
+      }
     }
-    store_tile<R, T>(acc, y, y_stride, accumulate);
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) y[t * y_stride + r] = acc[r][t];
   }
 };
 
@@ -529,6 +551,23 @@ struct GroupKernel512 {
   }
 };
 
+// q6_K products of this many tokens or more run on 16-row groups unpacked
+// once per call (avx512_packed.cpp); fewer, and rows past the last whole
+// group, on the plain kernel. Both give the same bits. bench_kernels (64 MB,
+// rows of 4096, one core), plain -> groups: 64 tokens 0.81 -> 1.40-1.47 GB/s
+// of weights, 8 tokens 5.8-6.0 -> 6.2-6.4, 4 tokens 11.3 -> 8.0; OLMoE
+// Q4_K_M pp512 164-167 -> 180-186 tok/s, decode unchanged.
+constexpr int64_t kQ6KGroupTokens = 8;
+
+void q6_K_tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride, int64_t nt,
+               int64_t n, float* y, size_t y_stride) {
+  const int64_t grouped = nt >= kQ6KGroupTokens ? nr / kPackRows * kPackRows : 0;
+  if (grouped > 0) q6_K_row_groups_avx512(w, w_stride, grouped, x, x_stride, nt, n, y, y_stride);
+  if (grouped < nr)
+    PreparedFamily<Q6_KKernel, 2, 8>::tile(w + grouped * w_stride, w_stride, nr - grouped, x, x_stride, nt, n,
+                                           y + grouped, y_stride);
+}
+
 template <typename K>
 void add_tile_family(KernelTable& t, DType type) {
   t.dot[slot(type)] = TileFamily<K>::dot;
@@ -545,7 +584,7 @@ void add_avx512_kernels(KernelTable& t) {
   // Tiles of 2 rows x 8 tokens: a row's unpacking serves 8 tokens (OLMoE
   // Q4_K_M pp64 138-140 -> 143 tok/s against 4 x 4; 1 x 16 no better).
   t.dot[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::dot;
-  t.tile[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::tile;
+  t.tile[slot(DType::Q6_K)] = q6_K_tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
   t.attend = attend_512<float>;
   t.attend_f16 = attend_512<uint16_t>;

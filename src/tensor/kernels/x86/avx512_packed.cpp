@@ -18,11 +18,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "tensor/kernels/kernel_table.h"
+#include "base/error.h"
 #include "tensor/quant_blocks.h"
 
 namespace colibri {
@@ -361,7 +363,144 @@ void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
   }
 }
 
+// q6_K prompts: groups of 16 rows are unpacked once per call into the
+// lanes-are-rows form (u = 0..63 as bytes, four consecutive weights of a row
+// per lane; per sub-block the rows' scales as int32 lanes and -32 x the
+// scales as int16 pairs; the rows' d), and every tile of up to 8 tokens runs
+// over it with one vpdpbusd per 4 weights x 16 rows: per sub-block, 4 of
+// them then one vpmulld by the scales; the -32 offset is 8 vpdpwssd of the
+// scales against the activations' sub-block sums. Per (row, token) and
+// super-block that is the exact integer dot I, added as fma(I, d_w x d_x,
+// acc) in super-block order: the arithmetic of the plain kernel (Q6_KKernel
+// in avx512.cpp), which serves decode and the rows and tokens left over.
+struct Q6KGroups {
+  static constexpr int kTile = 8;
+  struct Block {
+    __m512i u[64];   // word 4j + i: weights 16j + 4i .. 16j + 4i + 3 of each row
+    __m512i sc[16];  // sub-block j's scale, per row
+    __m512i scb[8];  // -32 scale of sub-blocks 2p and 2p + 1 as int16 halves
+    __m512 d;
+  };
+
+  static void unpack(const uint8_t* rows, size_t stride, Block& o) {
+    const size_t ql = offsetof(block_q6_K, ql), qhs = offsetof(block_q6_K, qh),
+                 scs = offsetof(block_q6_K, scales);
+    // Words 0..15 of QA = [ql 0..31 | ql 64..95], QB = [ql 32..63 | ql 96..127]
+    // and qh: byte j of the three goes with byte j of the others.
+    __m512i qa[16], qb[16], qh[16], sv[4];
+    auto words = [&](size_t off, __m512i* out) {
+      __m512i t[4];
+      transpose_words(rows + off, stride, t);
+      for (int k = 0; k < 4; ++k) out[k] = t[k];
+    };
+    for (int h = 0; h < 2; ++h) {
+      words(ql + 64 * h, qa + 8 * h);
+      words(ql + 64 * h + 16, qa + 8 * h + 4);
+      words(ql + 64 * h + 32, qb + 8 * h);
+      words(ql + 64 * h + 48, qb + 8 * h + 4);
+    }
+    for (int m = 0; m < 4; ++m) words(qhs + 16 * m, qh + 4 * m);
+    words(scs, sv);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33),
+                  mcc = _mm512_set1_epi8(static_cast<char>(0xCC));
+    auto merge = [&](__m512i nib, __m512i hi) { return _mm512_ternarylogic_epi32(m4, nib, hi, 0xCA); };
+    for (int w = 0; w < 16; ++w) {
+      // Word w of field k holds weights 32k + 4w (w < 8) or 128 + 32k + 4(w - 8).
+      const __m512i p = _mm512_and_si512(qh[w], m33), q = _mm512_and_si512(qh[w], mcc);
+      const __m512i f[4] = {merge(qa[w], _mm512_slli_epi16(p, 4)), merge(qb[w], _mm512_slli_epi16(q, 2)),
+                            merge(_mm512_srli_epi16(qa[w], 4), p),
+                            merge(_mm512_srli_epi16(qb[w], 4), _mm512_srli_epi16(q, 2))};
+      for (int k = 0; k < 4; ++k) o.u[w < 8 ? 8 * k + w : 32 + 8 * k + (w - 8)] = f[k];
+    }
+    for (int j = 0; j < 16; ++j)
+      o.sc[j] = _mm512_srai_epi32(_mm512_slli_epi32(sv[j / 4], 24 - 8 * (j % 4)), 24);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int p = 0; p < 8; ++p) {
+      const __m512i a = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(o.sc[2 * p], 5));
+      const __m512i b = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(o.sc[2 * p + 1], 5));
+      o.scb[p] = _mm512_or_si512(_mm512_and_si512(a, lo16), _mm512_slli_epi32(b, 16));
+    }
+    alignas(64) float d[kPackRows];
+    for (int i = 0; i < kPackRows; ++i) {
+      uint16_t h;
+      std::memcpy(&h, rows + i * stride + offsetof(block_q6_K, d), 2);
+      d[i] = _cvtsh_ss(h);
+    }
+    o.d = _mm512_load_ps(d);
+  }
+
+  template <int T>
+  static void tile(const Block* g, int64_t nb, const block_q8_K* const* xb, float* y, size_t y_stride) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block& o = g[b];
+      __m512i S[T];
+      for (int t = 0; t < T; ++t) {
+        __m512i m = _mm512_setzero_si512();
+        for (int p = 0; p < 8; ++p)
+          m = _mm512_dpwssd_epi32(m, o.scb[p], _mm512_set1_epi32(load_word(
+                                                     reinterpret_cast<const int8_t*>(xb[t][b].bsums + 2 * p))));
+        S[t] = m;
+      }
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const __m512i u0 = o.u[4 * j], u1 = o.u[4 * j + 1], u2 = o.u[4 * j + 2], u3 = o.u[4 * j + 3];
+        const __m512i sc = o.sc[j];
+        for (int t = 0; t < T; ++t) {
+          const int8_t* x = xb[t][b].qs + 16 * j;
+          __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u0, _mm512_set1_epi32(load_word(x)));
+          s = _mm512_dpbusd_epi32(s, u1, _mm512_set1_epi32(load_word(x + 4)));
+          s = _mm512_dpbusd_epi32(s, u2, _mm512_set1_epi32(load_word(x + 8)));
+          s = _mm512_dpbusd_epi32(s, u3, _mm512_set1_epi32(load_word(x + 12)));
+          S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(s, sc));
+        }
+      }
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(o.d, _mm512_set1_ps(xb[t][b].d)),
+                                 acc[t]);
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  }
+
+  using TileFn = void (*)(const Block*, int64_t, const block_q8_K* const*, float*, size_t);
+  template <int... Ts>
+  static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
+    struct Tiles {
+      TileFn f[kTile];
+    };
+    return Tiles{{&tile<Ts + 1>...}};
+  }
+};
+
 }  // namespace
+
+void q6_K_row_groups_avx512(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
+                            int64_t nt, int64_t n, float* y, size_t y_stride) {
+  static constexpr auto kTiles = Q6KGroups::make_tiles(std::make_integer_sequence<int, Q6KGroups::kTile>{});
+  CLB_ASSERT(nr % kPackRows == 0);
+  const int64_t nb = n / kQK_K;
+  // Grows to the longest row, then is reused: no allocation per call.
+  thread_local std::vector<Q6KGroups::Block> blocks;
+  if (blocks.size() < static_cast<size_t>(nb)) blocks.resize(static_cast<size_t>(nb));
+  for (int64_t r = 0; r < nr; r += kPackRows) {
+    const uint8_t* rows = w + r * w_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      if (b + 2 < nb)
+        for (int i = 0; i < kPackRows; ++i)
+          for (int l = 0; l < 4; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(rows + i * w_stride + (b + 2) * sizeof(block_q6_K)) + 64 * l,
+                         _MM_HINT_T0);
+      Q6KGroups::unpack(rows + b * sizeof(block_q6_K), w_stride, blocks[b]);
+    }
+    for (int64_t t = 0; t < nt; t += Q6KGroups::kTile) {
+      const int m = static_cast<int>(std::min<int64_t>(Q6KGroups::kTile, nt - t));
+      const block_q8_K* xb[Q6KGroups::kTile];
+      for (int k = 0; k < m; ++k) xb[k] = reinterpret_cast<const block_q8_K*>(x + (t + k) * x_stride);
+      kTiles.f[m - 1](blocks.data(), nb, xb, y + t * y_stride + r, y_stride);
+    }
+  }
+}
 
 void add_avx512_packed_kernels(KernelTable& t) {
   t.packed[slot(DType::Q4_0)] = Packed<true>::run;

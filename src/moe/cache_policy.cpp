@@ -175,4 +175,21 @@ uint64_t simulate_fixed_set(int n_slots, std::span<const int32_t> trace) {
   return hits;
 }
 
+uint64_t simulate_learned_set(int n_slots, std::span<const int32_t> trace, size_t split) {
+  split = std::min(split, trace.size());
+  std::unordered_map<int32_t, uint64_t> count;
+  for (size_t i = 0; i < split; ++i) ++count[trace[i]];
+  std::vector<std::pair<uint64_t, int32_t>> c;  // (uses, key)
+  c.reserve(count.size());
+  for (const auto& [k, v] : count) c.emplace_back(v, k);
+  const size_t keep = std::min(c.size(), static_cast<size_t>(std::max(n_slots, 0)));
+  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(keep), c.end(),
+                    [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::unordered_map<int32_t, char> held;
+  for (size_t i = 0; i < keep; ++i) held[c[i].second] = 1;
+  uint64_t hits = 0;
+  for (size_t i = split; i < trace.size(); ++i) hits += held.count(trace[i]);
+  return hits;
+}
+
 }  // namespace colibri

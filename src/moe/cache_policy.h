@@ -70,4 +70,11 @@ uint64_t simulate_cache(const std::string& policy, int n_slots, int n_keys,
 uint64_t simulate_optimal(int n_slots, std::span<const int32_t> trace);
 uint64_t simulate_fixed_set(int n_slots, std::span<const int32_t> trace);
 
+// What can be learned: the hits on trace[split, end) of the n_slots keys used
+// most in trace[0, split) (ties to the lower key; unseen keys never chosen),
+// held for good. Against the later part's own best fixed set it shows how much
+// of that bound is hindsight: with routing close to uniform, the keys that
+// happen to be used most in a stretch are mostly noise no policy can foresee.
+uint64_t simulate_learned_set(int n_slots, std::span<const int32_t> trace, size_t split);
+
 }  // namespace colibri

@@ -87,27 +87,43 @@ RoutingLog read_routing_log(const std::string& path) {
   return log;
 }
 
-std::vector<PolicyReplay> replay_policies(const RoutingLog& log, int n_slots,
-                                          std::span<const int32_t> pinned,
-                                          std::span<const uint64_t> history) {
+Replay replay_policies(const RoutingLog& log, int n_slots, std::span<const int32_t> pinned,
+                       std::span<const uint64_t> history) {
   const int n_keys = log.n_layer * log.n_expert;
   std::vector<char> is_pinned(static_cast<size_t>(n_keys), 0);
   for (int32_t k : pinned)
     if (k >= 0 && k < n_keys) is_pinned[static_cast<size_t>(k)] = 1;
-  std::vector<int32_t> rest;
-  rest.reserve(log.keys.size());
-  for (int32_t k : log.keys)
-    if (!is_pinned[static_cast<size_t>(k)]) rest.push_back(k);
-  const double uses = static_cast<double>(std::max<size_t>(log.keys.size(), 1));
-  const double pinned_hits = static_cast<double>(log.keys.size() - rest.size());
-  std::vector<PolicyReplay> out;
+  const std::span<const int32_t> all(log.keys);
+  const size_t split = all.size() / 2;
+  // The unpinned uses of keys[0, end): the policies' trace, and how many
+  // uses the pinned keys served.
+  auto unpinned = [&](size_t end, uint64_t* pinned_uses) {
+    std::vector<int32_t> rest;
+    rest.reserve(end);
+    for (size_t i = 0; i < end; ++i)
+      if (!is_pinned[static_cast<size_t>(all[i])]) rest.push_back(all[i]);
+    *pinned_uses = end - rest.size();
+    return rest;
+  };
+  uint64_t pinned_all = 0, pinned_early = 0;
+  const std::vector<int32_t> rest = unpinned(all.size(), &pinned_all);
+  const std::vector<int32_t> rest_early = unpinned(split, &pinned_early);
+  const double uses = static_cast<double>(std::max<size_t>(all.size(), 1));
+  const double late_uses = static_cast<double>(std::max<size_t>(all.size() - split, 1));
+  Replay out;
   for (const char* p : {"lru", "lfu-decay"}) {
     const uint64_t h = n_slots > 0 ? simulate_cache(p, n_slots, n_keys, rest, history) : 0;
-    out.push_back({p, (pinned_hits + static_cast<double>(h)) / uses});
+    const uint64_t h_early = n_slots > 0 ? simulate_cache(p, n_slots, n_keys, rest_early, history) : 0;
+    out.rows.push_back({p, static_cast<double>(pinned_all + h) / uses,
+                        static_cast<double>(pinned_all - pinned_early + h - h_early) / late_uses});
   }
   const int total = n_slots + static_cast<int>(pinned.size());
-  out.push_back({"best fixed set", static_cast<double>(simulate_fixed_set(total, log.keys)) / uses});
-  out.push_back({"optimal", total > 0 ? static_cast<double>(simulate_optimal(total, log.keys)) / uses : 0});
+  const std::span<const int32_t> late = all.subspan(split);
+  out.rows.push_back({"best fixed set", static_cast<double>(simulate_fixed_set(total, all)) / uses,
+                      static_cast<double>(simulate_fixed_set(total, late)) / late_uses});
+  out.rows.push_back({"optimal", total > 0 ? static_cast<double>(simulate_optimal(total, all)) / uses : 0,
+                      total > 0 ? static_cast<double>(simulate_optimal(total, late)) / late_uses : 0});
+  out.learned_late = static_cast<double>(simulate_learned_set(total, all, split)) / late_uses;
   return out;
 }
 

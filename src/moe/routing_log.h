@@ -37,13 +37,20 @@ RoutingLog read_routing_log(const std::string& path);
 // (no prefetch: every miss is a read; the pinned keys loaded beforehand;
 // `history`, the routing counts the store would start from, or empty), then
 // the bounds over all n_pinned + n_slots slots ("best fixed set",
-// "optimal"; cache_policy.h).
+// "optimal"; cache_policy.h). Each also for the second half of the log's
+// uses alone (`late`: the policies carry on from the first half; the bounds
+// know that half in advance), beside what a fixed set learned on the first
+// half serves of the second (simulate_learned_set).
 struct PolicyReplay {
   std::string name;
   double served = 0;  // in [0, 1]
+  double late = 0;    // in [0, 1], of the second half's uses
 };
-std::vector<PolicyReplay> replay_policies(const RoutingLog& log, int n_slots,
-                                          std::span<const int32_t> pinned,
-                                          std::span<const uint64_t> history = {});
+struct Replay {
+  std::vector<PolicyReplay> rows;  // lru, lfu-decay, best fixed set, optimal
+  double learned_late = 0;         // in [0, 1], of the second half's uses
+};
+Replay replay_policies(const RoutingLog& log, int n_slots, std::span<const int32_t> pinned,
+                       std::span<const uint64_t> history = {});
 
 }  // namespace colibri

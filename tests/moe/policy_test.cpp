@@ -143,6 +143,45 @@ TEST(CachePolicy, OptimalMatchesExhaustiveSearchAndBoundsEveryPolicy) {
   }
 }
 
+// The set learned on a prefix: the n_slots keys most used before `split`
+// (ties to the lower key), scored on the rest, against a count by hand; never
+// above the rest's own best fixed set; and on a stationary workload whose
+// popularity is known, close to it once the prefix is long.
+TEST(CachePolicy, LearnedSetCountsThePrefixAndScoresTheRest) {
+  std::mt19937 rng(13);
+  for (int round = 0; round < 300; ++round) {
+    const int n_keys = 2 + round % 7, n_slots = 1 + round % 4;
+    std::vector<int32_t> trace(4 + round % 23);
+    std::uniform_int_distribution<int> key(0, n_keys - 1);
+    for (int32_t& k : trace) k = key(rng);
+    const size_t split = round % (trace.size() + 1);
+    std::vector<int> count(n_keys, 0);
+    for (size_t i = 0; i < split; ++i) ++count[trace[i]];
+    std::vector<char> held(n_keys, 0);
+    for (int s = 0; s < n_slots; ++s) {
+      int best = -1;
+      for (int k = 0; k < n_keys; ++k)
+        if (!held[k] && count[k] > 0 && (best < 0 || count[k] > count[best])) best = k;
+      if (best >= 0) held[best] = 1;
+    }
+    uint64_t want = 0;
+    for (size_t i = split; i < trace.size(); ++i) want += held[trace[i]];
+    ASSERT_EQ(simulate_learned_set(n_slots, trace, split), want) << "round " << round;
+    const std::span<const int32_t> rest = std::span<const int32_t>(trace).subspan(split);
+    EXPECT_LE(want, simulate_fixed_set(n_slots, rest)) << "round " << round;
+  }
+  // 64 keys, the first 16 three times as popular as the rest: 10000 uses
+  // teach the hot set, which then serves about its share of the next 10000.
+  std::vector<int32_t> trace(20000);
+  std::vector<double> weight(64, 1.0);
+  for (int k = 0; k < 16; ++k) weight[k] = 3.0;
+  std::discrete_distribution<int> pop(weight.begin(), weight.end());
+  for (int32_t& k : trace) k = pop(rng);
+  const double learned = static_cast<double>(simulate_learned_set(16, trace, 10000)) / 10000.0;
+  EXPECT_NEAR(learned, 48.0 / 96.0, 0.02);
+  EXPECT_EQ(simulate_learned_set(16, trace, 0), 0u);  // nothing seen, nothing held
+}
+
 // A routing history as lfu-decay's prior: on a stationary skewed workload
 // the cache serves more from the first accesses on (it need not learn the
 // hot set again), and after a change of hot set the new keys still win their

@@ -3,6 +3,8 @@
 // a replay agrees with the cache simulations it is made of.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -120,7 +122,8 @@ TEST(RoutingLog, ReplayCountsPinnedUsesAndBoundsThePolicies) {
     for (int l = 0; l < 2; ++l)
       for (int j = 0; j < 2; ++j) log.keys.push_back(l * 16 + g(rng) % 16);
   const std::vector<int32_t> pinned = {0, 16};  // the hottest expert of each layer
-  const auto r = replay_policies(log, 5, pinned);
+  const Replay replay = replay_policies(log, 5, pinned);
+  const auto& r = replay.rows;
   ASSERT_EQ(r.size(), 4u);
   std::vector<int32_t> rest;
   uint64_t pinned_uses = 0;
@@ -133,6 +136,32 @@ TEST(RoutingLog, ReplayCountsPinnedUsesAndBoundsThePolicies) {
   EXPECT_DOUBLE_EQ(r[2].served, simulate_fixed_set(7, log.keys) / n);
   EXPECT_DOUBLE_EQ(r[3].served, simulate_optimal(7, log.keys) / n);
   for (int i = 0; i < 3; ++i) EXPECT_LE(r[i].served, r[3].served + 1e-12) << r[i].name;
+
+  // The second half of the uses (600 of 1200): lru carried on from the first
+  // half, counted by hand; the bounds and the learned set on that half.
+  const size_t split = log.keys.size() / 2;
+  const std::span<const int32_t> late = std::span<const int32_t>(log.keys).subspan(split);
+  const double nl = static_cast<double>(late.size());
+  uint64_t late_hits = 0;
+  std::vector<int32_t> slots;  // keys in the 5 slots, least recent first
+  for (size_t i = 0; i < log.keys.size(); ++i) {
+    const int32_t k = log.keys[i];
+    bool hit = k == 0 || k == 16;
+    if (!hit) {
+      auto it = std::find(slots.begin(), slots.end(), k);
+      hit = it != slots.end();
+      if (hit) slots.erase(it);
+      else if (slots.size() == 5) slots.erase(slots.begin());
+      slots.push_back(k);
+    }
+    if (i >= split) late_hits += hit;
+  }
+  EXPECT_DOUBLE_EQ(r[0].late, late_hits / nl);
+  EXPECT_DOUBLE_EQ(r[2].late, simulate_fixed_set(7, late) / nl);
+  EXPECT_DOUBLE_EQ(r[3].late, simulate_optimal(7, late) / nl);
+  EXPECT_DOUBLE_EQ(replay.learned_late, simulate_learned_set(7, log.keys, split) / nl);
+  EXPECT_LE(replay.learned_late, r[2].late + 1e-12);
+  for (int i = 0; i < 3; ++i) EXPECT_LE(r[i].late, r[3].late + 1e-12) << r[i].name;
 }
 
 }  // namespace

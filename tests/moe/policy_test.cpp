@@ -112,13 +112,19 @@ uint64_t exhaustive_optimum(int n_slots, const std::vector<int32_t>& trace, size
   return best;
 }
 
+// `len` keys drawn uniformly from [0, n_keys).
+std::vector<int32_t> uniform_trace(std::mt19937& rng, int n_keys, size_t len) {
+  std::vector<int32_t> trace(len);
+  std::uniform_int_distribution<int> key(0, n_keys - 1);
+  for (int32_t& k : trace) k = key(rng);
+  return trace;
+}
+
 TEST(CachePolicy, OptimalMatchesExhaustiveSearchAndBoundsEveryPolicy) {
   std::mt19937 rng(11);
   for (int round = 0; round < 300; ++round) {
     const int n_keys = 2 + round % 5, n_slots = 1 + round % 3;
-    std::vector<int32_t> trace(6 + round % 9);
-    std::uniform_int_distribution<int> key(0, n_keys - 1);
-    for (int32_t& k : trace) k = key(rng);
+    const std::vector<int32_t> trace = uniform_trace(rng, n_keys, 6 + round % 9);
     uint64_t best = 0;
     for (uint32_t mask = 0; mask < (1u << n_keys); ++mask) {
       if (std::popcount(mask) > n_slots) continue;
@@ -151,9 +157,7 @@ TEST(CachePolicy, LearnedSetCountsThePrefixAndScoresTheRest) {
   std::mt19937 rng(13);
   for (int round = 0; round < 300; ++round) {
     const int n_keys = 2 + round % 7, n_slots = 1 + round % 4;
-    std::vector<int32_t> trace(4 + round % 23);
-    std::uniform_int_distribution<int> key(0, n_keys - 1);
-    for (int32_t& k : trace) k = key(rng);
+    const std::vector<int32_t> trace = uniform_trace(rng, n_keys, 4 + round % 23);
     const size_t split = round % (trace.size() + 1);
     std::vector<int> count(n_keys, 0);
     for (size_t i = 0; i < split; ++i) ++count[trace[i]];

@@ -140,6 +140,8 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
     xq_row_bytes_ = std::max(xq_row_bytes_, activation_bytes(t, precision, 256 * ((max_in + 255) / 256)));
   xq_row_bytes_ = (xq_row_bytes_ + 63) / 64 * 64;
   xq_.resize(std::max<size_t>(B, k) * xq_row_bytes_);
+  hq_.resize(B * xq_row_bytes_);
+  hq_done_.assign(B, 0);
   row_scratch_.resize(static_cast<size_t>(pool.n_threads()) * (max_in + 256));
 }
 
@@ -380,13 +382,30 @@ void Transformer::run_experts(int l, int n, const int* experts, int count) {
       dense_ffn(w.gate, w.up, w.down, g, m[j], g);
     }
   } else {
-    // 1. Every gate and up of the chunk: one job.
+    // 1. Every gate and up of the chunk: one job. A token's input is
+    // quantized once per layer (hq_); an expert with one token reads it in
+    // place (every expert of a decode step), others copy their rows.
     LinearOut outs[2 * kMaxHeldExperts];
     for (int j = 0; j < count; ++j) {
       uint8_t* xq = xq_.data() + first[j] * xrb;
-      for (int i = 0; i < m[j]; ++i)
-        quantize_activation(held_[j].gate.type, precision_,
-                            h_.data() + static_cast<size_t>(group_tok_[first[j] + i]) * E, xq + i * xrb, E);
+      const DType at = activation_type(held_[j].gate.type, precision_);
+      for (int i = 0; i < m[j]; ++i) {
+        const int t = group_tok_[first[j] + i];
+        const float* h = h_.data() + static_cast<size_t>(t) * E;
+        if (at != hq_type_) {
+          quantize_activation(held_[j].gate.type, precision_, h, xq + i * xrb, E);
+          continue;
+        }
+        uint8_t* q = hq_.data() + static_cast<size_t>(t) * xrb;
+        if (!hq_done_[t]) {
+          quantize_activation(held_[j].gate.type, precision_, h, q, E);
+          hq_done_[t] = 1;
+        }
+        if (m[j] == 1)
+          xq = q;
+        else
+          std::memcpy(xq + i * xrb, q, activation_bytes(held_[j].gate.type, precision_, E));
+      }
       const size_t y = static_cast<size_t>(first[j]) * F;
       outs[2 * j] = {&held_[j].gate, gate_.data() + y, static_cast<size_t>(F), xq, m[j]};
       outs[2 * j + 1] = {&held_[j].up, up_.data() + y, static_cast<size_t>(F), xq, m[j]};
@@ -436,6 +455,11 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
       std::copy(wts, wts + K, tw);
     }
   }
+
+  // No token of this layer is quantized for the experts yet; they take
+  // the type of the layer's expert stacks.
+  std::fill(hq_done_.begin(), hq_done_.begin() + n, 0);
+  hq_type_ = activation_type(w_.experts[l].gate_exps.type, precision_);
 
   // Every expert this layer needs, in flight at once before the first is
   // waited on (a streaming store overlaps their reads).

@@ -104,6 +104,11 @@ class Transformer {
   AlignedBuffer<float> scores_; // attention scores per thread (n_ctx)
   AlignedBuffer<float> rope_cos_, rope_sin_;  // (max_batch, n_rot / 2)
   AlignedBuffer<uint8_t> xq_;   // activations in the kernel's type (max(max_batch, k) rows)
+  // A MoE layer's input per token in its experts' activation type, each
+  // quantized once (max_batch rows), however many experts read it.
+  AlignedBuffer<uint8_t> hq_;
+  std::vector<uint8_t> hq_done_;  // (max_batch) which rows of hq_ hold this layer's token
+  DType hq_type_ = DType::F32;    // their type
   AlignedBuffer<float> row_scratch_;  // per thread (max row length)
   // Tokens grouped by expert in one layer.
   AlignedBuffer<int32_t> group_tok_;   // (max_batch * k)

@@ -137,8 +137,13 @@ struct Packed {
       for (int64_t t = 0; t < tn; ++t) {
         const auto* xr = reinterpret_cast<const block_q8_0*>(x + (t0 + t) * x_stride);
         for (int64_t b = 0; b < nb; ++b) {
-          int32_t s = 0;
-          for (int j = 0; j < kQK; ++j) s += xr[b].qs[j];
+          // sum(x) = sum(x + 128) - 32 x 128, the biased bytes summed by vpsadbw.
+          const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[b].qs)),
+                                             _mm256_set1_epi8(static_cast<char>(0x80)));
+          const __m256i q = _mm256_sad_epu8(v, _mm256_setzero_si256());
+          const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+          const int32_t s = static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h)))) -
+                            kQK * 128;
           prep[t * nb + b] = {-kZero * s, _cvtsh_ss(xr[b].d)};
         }
       }

@@ -1,6 +1,7 @@
 // The C API: results equal the C++ engine's, and every misuse is a status
 // code with a message, never a crash.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -43,7 +44,7 @@ TEST(CApi, InitRejectsNullsAndBadOptions) {
 }
 
 TEST(CApi, InitReportsNonGguf) {
-  fs::path p = fs::temp_directory_path() / "colibri_capi_not_gguf.bin";
+  fs::path p = fs::temp_directory_path() / ("colibri_capi_" + std::to_string(::getpid()) + ".bin");
   FILE* f = std::fopen(p.c_str(), "wb");
   std::fputs("this is not a model file", f);
   std::fclose(f);

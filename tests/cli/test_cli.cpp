@@ -1,6 +1,7 @@
 // The colibri binary on bad input: one clear error line naming what and
 // where, and a non-zero exit; never a crash or a hang.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -23,8 +24,22 @@ struct Result {
   std::string out;  // stdout
 };
 
+// This process's own directory for the files the tests write, removed when
+// it exits: test runs side by side never share a file.
+const fs::path& scratch_dir() {
+  static const struct Dir {
+    fs::path path = fs::temp_directory_path() / ("colibri_cli_" + std::to_string(::getpid()));
+    Dir() { fs::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } dir;
+  return dir.path;
+}
+
 Result run(const std::string& args) {
-  fs::path err = fs::temp_directory_path() / "colibri_cli_err.txt";
+  fs::path err = scratch_dir() / "stderr.txt";
   std::string cmd = std::string("timeout 60 ") + COLIBRI_EXE + " " + args + " 2>" + err.string();
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -56,7 +71,7 @@ void expect_error(const Result& r, std::initializer_list<const char*> fragments)
     EXPECT_NE(last.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
 }
 
-fs::path tmp(const std::string& name) { return fs::temp_directory_path() / ("colibri_cli_" + name); }
+fs::path tmp(const std::string& name) { return scratch_dir() / name; }
 
 // Rewrites a golden model through GgufWriter with one change.
 fs::path rewrite(const std::string& model, const std::string& out_name,

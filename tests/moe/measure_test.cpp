@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Measure, DISABLED_IoEnginesAndDirectIo) {
-  const std::string path = (fs::temp_directory_path() / "colibri_measure.gguf").string();
+  const std::string path = (fs::temp_directory_path() / ("colibri_measure_" + std::to_string(::getpid()) + ".gguf")).string();
   test::SynthShape s;
   s.n_layer = 4;
   s.n_embd = 512;

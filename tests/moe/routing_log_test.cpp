@@ -2,6 +2,7 @@
 // same acquire order, malformed files are errors naming file and line, and
 // a replay agrees with the cache simulations it is made of.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_file(const std::string& name, const std::string& text) {
-  const std::string path = (fs::temp_directory_path() / ("colibri_routing_" + name)).string();
+  const std::string path = (fs::temp_directory_path() / ("colibri_routing_" + std::to_string(::getpid()) + "_" + name)).string();
   std::ofstream(path) << text;
   return path;
 }

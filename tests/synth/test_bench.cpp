@@ -1,5 +1,6 @@
 // The numbers `colibri bench` reports beside the clock.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -23,7 +24,7 @@ TEST(Bench, BytesPerTokenFromTheTensorTable) {
     o.shape = *find_synth_shape(shape);
     o.type = SynthType::kQ4_K_M;
     o.vocab_path = vocab.string();
-    fs::path p = fs::temp_directory_path() / (std::string("colibri-bench-") + shape + ".gguf");
+    fs::path p = fs::temp_directory_path() / ("colibri-bench-" + std::to_string(::getpid()) + "-" + shape + ".gguf");
     write_synth_model(o, p.string());
     auto f = GgufFile::open(p.string());
     double want = 0;

@@ -182,6 +182,87 @@ struct PackedQ4K {
     int32_t pair[4];
   };
 
+  // One super-block of a group ready for the products: the nibbles as bytes
+  // (sub-block s, vector k at 8s + k), each scale in both 16-bit halves of
+  // its lane, the mins as int16 pairs, and the group's d and dmin. A tile
+  // unpacks as it goes; a product of more tokens than one tile unpacks each
+  // super-block once into these and every tile reads them.
+  struct Unpacked {
+    __m512i nib[64];
+    __m512i sc[8];
+    __m512i mp[4];
+    __m512 dw, dmin;
+  };
+
+  static void unpack_scales(const uint8_t* sb, __m512i (&sc)[8], __m512i (&mp)[4]) {
+    const __m512i m6 = _mm512_set1_epi32(63), m4w = _mm512_set1_epi32(0xF), m2 = _mm512_set1_epi32(3);
+    const __m512i w0 = _mm512_loadu_si512(sb), w1 = _mm512_loadu_si512(sb + 64), w2 = _mm512_loadu_si512(sb + 128);
+    __m512i mn[8];
+    for (int j = 0; j < 4; ++j) {
+      sc[j] = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
+      mn[j] = _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6);
+      sc[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * j), m4w),
+                                  _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * j + 6), m2), 4));
+      mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * j + 4), m4w),
+                                  _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 8 * j + 6), m2), 4));
+    }
+    for (int p = 0; p < 4; ++p) mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
+    // Each scale in both 16-bit halves of its lane, for vpdpwssd.
+    for (int k = 0; k < 8; ++k) sc[k] = _mm512_or_si512(sc[k], _mm512_slli_epi32(sc[k], 16));
+  }
+
+  static __m512i nibbles(const uint8_t* q, int s, int k) {
+    const __m512i v = _mm512_loadu_si512(q + 64 * (8 * (s / 2) + k));
+    return _mm512_and_si512(s % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0F));
+  }
+
+  static void unpack(const uint8_t* g, int64_t nb, int64_t b, Unpacked& u) {
+    const uint8_t* q = g + b * kQs;
+    for (int s = 0; s < 8; ++s)
+      for (int k = 0; k < 8; ++k) u.nib[8 * s + k] = nibbles(q, s, k);
+    unpack_scales(g + nb * kQs + b * kScales, u.sc, u.mp);
+    const uint8_t* ds = g + nb * (kQs + kScales) + b * kD;
+    u.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds)));
+    u.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + 32)));
+  }
+
+  // The products of one super-block for T tokens: S from the sub-blocks'
+  // exact dots, M from the mins, two fmas into acc.
+  template <int T, typename Nib>
+  static void products(Nib nib_of, const __m512i (&sc)[8], const __m512i (&mp)[4], __m512 dw, __m512 dmin,
+                       int64_t b, const block_q8_K* const* xb, const XPrepK* const* xp, __m512 (&acc)[T]) {
+    __m512i S[T];
+    for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const int j = s / 2, hi = s % 2;
+      __m512i nib[8];
+      for (int k = 0; k < 8; ++k) nib[k] = nib_of(s, k);
+      for (int t = 0; t < T; ++t) {
+        // The sub-block's dot in two chains of 16 products each, |sum| <=
+        // 16 * 15 * 128: each fits an int16, so one vpdpwssd scales both
+        // and adds them to S: exactly sc * (s0 + s1), 1.5% faster than
+        // adding the chains and multiplying with vpmulld.
+        const int8_t* x = xb[t][b].qs + 64 * j + 32 * hi;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        for (int k = 0; k < 8; k += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, nib[k], _mm512_set1_epi32(load_word(x + 4 * k)));
+          s1 = _mm512_dpbusd_epi32(s1, nib[k + 1], _mm512_set1_epi32(load_word(x + 4 * k + 4)));
+        }
+        const __m512i halves = _mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16));
+        S[t] = _mm512_dpwssd_epi32(S[t], halves, sc[s]);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const XPrepK& pk = xp[t][b];
+      __m512i M = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) M = _mm512_dpwssd_epi32(M, mp[p], _mm512_set1_epi32(pk.pair[p]));
+      const __m512 dx = _mm512_set1_ps(xb[t][b].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc[t]);
+    }
+  }
+
   template <int T>
   static void tile(const uint8_t* g, int64_t nb, const block_q8_K* const* xb, const XPrepK* const* xp,
                    float* y, size_t y_stride) {
@@ -189,8 +270,6 @@ struct PackedQ4K {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const uint8_t* scales = g + nb * kQs;
     const uint8_t* ds = scales + nb * kScales;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi32(63),
-                  m4w = _mm512_set1_epi32(0xF), m2 = _mm512_set1_epi32(3);
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQs;
       for (int k = 0; k < 32; ++k) prefetch_line(q + 64 * k);
@@ -199,68 +278,41 @@ struct PackedQ4K {
         _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / 8 + 64 * k, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchFarBytes / 8 + 64 * k, _MM_HINT_T1);
       }
-      const __m512i w0 = _mm512_loadu_si512(sb), w1 = _mm512_loadu_si512(sb + 64),
-                    w2 = _mm512_loadu_si512(sb + 128);
-      __m512i sc[8], mn[8], mp[4];
-      for (int j = 0; j < 4; ++j) {
-        sc[j] = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
-        mn[j] = _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6);
-        sc[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * j), m4w),
-                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 8 * j + 6), m2), 4));
-        mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * j + 4), m4w),
-                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 8 * j + 6), m2), 4));
-      }
-      for (int p = 0; p < 4; ++p) mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
-      // Each scale in both 16-bit halves of its lane, for vpdpwssd.
-      for (int k = 0; k < 8; ++k) sc[k] = _mm512_or_si512(sc[k], _mm512_slli_epi32(sc[k], 16));
-      __m512i S[T];
-      for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) {
-        const int j = s / 2, hi = s % 2;
-        __m512i nib[8];
-        for (int k = 0; k < 8; ++k) {
-          const __m512i v = _mm512_loadu_si512(q + 64 * (8 * j + k));
-          nib[k] = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
-        }
-        for (int t = 0; t < T; ++t) {
-          // The sub-block's dot in two chains of 16 products each, |sum| <=
-          // 16 * 15 * 128: each fits an int16, so one vpdpwssd scales both
-          // and adds them to S: exactly sc * (s0 + s1), 1.5% faster than
-          // adding the chains and multiplying with vpmulld.
-          const int8_t* x = xb[t][b].qs + 64 * j + 32 * hi;
-          __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-          for (int k = 0; k < 8; k += 2) {
-            s0 = _mm512_dpbusd_epi32(s0, nib[k], _mm512_set1_epi32(load_word(x + 4 * k)));
-            s1 = _mm512_dpbusd_epi32(s1, nib[k + 1], _mm512_set1_epi32(load_word(x + 4 * k + 4)));
-          }
-          const __m512i halves = _mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16));
-          S[t] = _mm512_dpwssd_epi32(S[t], halves, sc[s]);
-        }
-      }
+      __m512i sc[8], mp[4];
+      unpack_scales(sb, sc, mp);
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));
       const __m512 dmin =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD + 32)));
-      for (int t = 0; t < T; ++t) {
-        const XPrepK& pk = xp[t][b];
-        __m512i M = _mm512_setzero_si512();
-        for (int p = 0; p < 4; ++p) M = _mm512_dpwssd_epi32(M, mp[p], _mm512_set1_epi32(pk.pair[p]));
-        const __m512 dx = _mm512_set1_ps(xb[t][b].d);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dmin, dx), acc[t]);
-      }
+      products<T>([&](int s, int k) { return nibbles(q, s, k); }, sc, mp, dw, dmin, b, xb, xp, acc);
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  }
+
+  // The same products over super-blocks unpacked beforehand.
+  template <int T>
+  static void tile_unpacked(const Unpacked* u, int64_t nb, const block_q8_K* const* xb, const XPrepK* const* xp,
+                            float* y, size_t y_stride) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const Unpacked& ub = u[b];
+      products<T>([&](int s, int k) { return _mm512_load_si512(&ub.nib[8 * s + k]); }, ub.sc, ub.mp, ub.dw,
+                  ub.dmin, b, xb, xp, acc);
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 
   using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K* const*, const XPrepK* const*, float*,
                           size_t);
+  using UnpackedTileFn = void (*)(const Unpacked*, int64_t, const block_q8_K* const*, const XPrepK* const*,
+                                  float*, size_t);
   template <int... Ts>
   static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
     struct Tiles {
       TileFn f[kTile];
+      UnpackedTileFn u[kTile];
     };
-    return Tiles{{&tile<Ts + 1>...}};
+    return Tiles{{&tile<Ts + 1>...}, {&tile_unpacked<Ts + 1>...}};
   }
 
   static void run(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
@@ -270,6 +322,7 @@ struct PackedQ4K {
     const size_t group_bytes = static_cast<size_t>(nb) * (kQs + kScales + kD);
     // Grows to the largest call, then is reused: no allocation per token.
     thread_local std::vector<XPrepK> prep;
+    thread_local std::vector<Unpacked> unpacked;
     const int64_t tb = std::min(nt, kTokenBlock);
     if (prep.size() < static_cast<size_t>(tb * nb)) prep.resize(static_cast<size_t>(tb * nb));
     for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
@@ -284,8 +337,13 @@ struct PackedQ4K {
                 static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
           }
       }
+      // More tokens than two tiles: each super-block unpacked once for all.
+      const bool unpack_once = tn > 2 * kTile;
+      if (unpack_once && unpacked.size() < static_cast<size_t>(nb)) unpacked.resize(static_cast<size_t>(nb));
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         const uint8_t* g = w + gi * group_bytes;
+        if (unpack_once)
+          for (int64_t b = 0; b < nb; ++b) unpack(g, nb, b, unpacked[b]);
         for (int64_t t = 0; t < tn; t += kTile) {
           const int m = static_cast<int>(std::min<int64_t>(kTile, tn - t));
           const block_q8_K* xb[kTile];
@@ -294,7 +352,11 @@ struct PackedQ4K {
             xb[k] = reinterpret_cast<const block_q8_K*>(x + (t0 + t + k) * x_stride);
             xp[k] = prep.data() + (t + k) * nb;
           }
-          kTiles.f[m - 1](g, nb, xb, xp, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+          float* yt = y + (t0 + t) * y_stride + gi * kPackRows;
+          if (unpack_once)
+            kTiles.u[m - 1](unpacked.data(), nb, xb, xp, yt, y_stride);
+          else
+            kTiles.f[m - 1](g, nb, xb, xp, yt, y_stride);
         }
       }
     }

@@ -193,6 +193,8 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
   }
 }
 
+void silu_mul(const float* g, const float* u, float* y, int64_t n) { active_kernel_table().silu_mul(g, u, y, n); }
+
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
             int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out) {
   CLB_ASSERT(n_pos >= 1);

@@ -81,6 +81,9 @@ void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos
                   size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
                   float scale, float* scores, float* out, size_t out_stride);
 
+// y[i] = silu(g[i]) * u[i] (y may be g or u): the gated FFN's activation.
+void silu_mul(const float* g, const float* u, float* y, int64_t n);
+
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 

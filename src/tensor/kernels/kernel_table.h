@@ -47,6 +47,11 @@ using AttendBatchKvFn = void (*)(const float* q, size_t q_stride, int n_q, const
                                  int head_dim, int head_dim_v, float scale, float* scores, float* out,
                                  size_t out_stride);
 
+// y[i] = silu(g[i]) * u[i], silu(x) = x / (1 + e^-x): the gated FFN's
+// activation. y may be g or u. Each y[i] depends on g[i] and u[i] alone, not
+// on n or i (batches are cut differently under different budgets).
+using SiluMulFn = void (*)(const float* g, const float* u, float* y, int64_t n);
+
 // Weights packed in groups of kPackRows rows (kernels/ref/packed.cpp gives
 // the layout per type). PackGroupFn writes one group from `rows` (<= 16)
 // source rows `src_stride` bytes apart; rows past them are zero and add
@@ -83,6 +88,7 @@ struct KernelTable {
   AttendBatchKvFn<float> attend_batch = nullptr;
   AttendKvFn<uint16_t> attend_f16 = nullptr;
   AttendBatchKvFn<uint16_t> attend_batch_f16 = nullptr;
+  SiluMulFn silu_mul = nullptr;
 };
 
 // Per weight type, independent of the ISA.

@@ -71,6 +71,9 @@ void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
 void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride);
 
+// kernel_table.h's SiluMulFn: x / (1 + std::exp(-x)) per element.
+void silu_mul(const float* g, const float* u, float* y, int64_t n);
+
 // kernel_table.h's AttendKvFn and AttendBatchKvFn, for KV = float and
 // uint16_t (F16 bits): llama2.c's loops, the softmax sum in double.
 template <typename KV>

@@ -65,6 +65,7 @@ struct Tables {
     ref.attend_batch = ref::attend_batch<float>;
     ref.attend_f16 = ref::attend<uint16_t>;
     ref.attend_batch_f16 = ref::attend_batch<uint16_t>;
+    ref.silu_mul = ref::silu_mul;
   }
 };
 

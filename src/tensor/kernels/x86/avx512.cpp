@@ -7,6 +7,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "tensor/kernels/x86/prepared_family.h"
+#include "tensor/kernels/x86/q6_k_fields.h"
 #include "tensor/kernels/x86/x86_common.h"
 
 namespace colibri {
@@ -179,9 +180,8 @@ inline void store_tile(const __m512 (&acc)[R][T], float* y, size_t y_stride, boo
 //   u1 = QB low  | field 1   weights  32..63 | 160..191
 //   u2 = QA high | field 2   weights  64..95 | 192..223
 //   u3 = QB high | field 3   weights 96..127 | 224..255
-// and the activations are prepared in that order. Each field goes to bits 4-5
-// from qh & 0x33 or qh & 0xCC with one 16-bit shift (what else lands in the
-// byte is in bits 0-3, which the nibble select overwrites). Values are u - 32
+// and the activations are prepared in that order (q6_k_fields.h, shared with
+// the row groups of avx512_packed.cpp). Values are u - 32
 // with u in 0..63: dot u, then take 32 * scale * bsum off, as (4 scale) x
 // (-8 bsum), which both fit 16 bits (|bsum| <= 16 x 128), in the same
 // vpdpwssd chain.
@@ -224,16 +224,12 @@ struct Q6_KKernel {
     float acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = accumulate ? y[t * y_stride + r] : 0.0f;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33),
-                  mcc = _mm512_set1_epi8(static_cast<char>(0xCC));
     __m512i sel[4];  // 16-bit lane -> its sub-block (8 lanes each): 2k, 2k + 1, 2k + 8, 2k + 9
     for (int k = 0; k < 4; ++k)
       sel[k] = _mm512_inserti64x4(
           _mm512_castsi256_si512(
               _mm256_setr_m128i(_mm_set1_epi16(2 * k), _mm_set1_epi16(2 * k + 1))),
           _mm256_setr_m128i(_mm_set1_epi16(2 * k + 8), _mm_set1_epi16(2 * k + 9)), 1);
-    // (m4 ? nibbles : high part), bit by bit.
-    auto merge = [&](__m512i nib, __m512i hi) { return _mm512_ternarylogic_epi32(m4, nib, hi, 0xCA); };
     for (int64_t b = 0; b < nb; ++b) {
       __m512i isum[R][T];
       float dw[R];
@@ -245,16 +241,14 @@ struct Q6_KKernel {
         const __m512i sc = _mm512_castsi256_si512(sc16);
         const __m512i sc4 = _mm512_castsi256_si512(_mm256_slli_epi16(sc16, 2));
         const __m512i qh = _mm512_loadu_si512(blk->qh);
-        const __m512i p = _mm512_and_si512(qh, m33), q = _mm512_and_si512(qh, mcc);
         const __m512i qa = _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql))),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 64)), 1);
         const __m512i qb = _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 32))),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->ql + 96)), 1);
-        const __m512i u[4] = {merge(qa, _mm512_slli_epi16(p, 4)), merge(qb, _mm512_slli_epi16(q, 2)),
-                              merge(_mm512_srli_epi16(qa, 4), p),
-                              merge(_mm512_srli_epi16(qb, 4), _mm512_srli_epi16(q, 2))};
+        __m512i u[4];
+        q6_K_fields(qa, qb, qh, u);
         __m512i scv[4];
         for (int k = 0; k < 4; ++k) scv[k] = _mm512_permutexvar_epi16(sel[k], sc);
         dw[r] = h2f(blk->d);

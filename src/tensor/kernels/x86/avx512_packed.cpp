@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tensor/kernels/kernel_table.h"
+#include "tensor/kernels/x86/q6_k_fields.h"
 #include "base/error.h"
 #include "tensor/quant_blocks.h"
 
@@ -468,15 +469,10 @@ struct Q6KGroups {
     }
     for (int m = 0; m < 4; ++m) words(qhs + 16 * m, qh + 4 * m);
     words(scs, sv);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33),
-                  mcc = _mm512_set1_epi8(static_cast<char>(0xCC));
-    auto merge = [&](__m512i nib, __m512i hi) { return _mm512_ternarylogic_epi32(m4, nib, hi, 0xCA); };
     for (int w = 0; w < 16; ++w) {
       // Word w of field k holds weights 32k + 4w (w < 8) or 128 + 32k + 4(w - 8).
-      const __m512i p = _mm512_and_si512(qh[w], m33), q = _mm512_and_si512(qh[w], mcc);
-      const __m512i f[4] = {merge(qa[w], _mm512_slli_epi16(p, 4)), merge(qb[w], _mm512_slli_epi16(q, 2)),
-                            merge(_mm512_srli_epi16(qa[w], 4), p),
-                            merge(_mm512_srli_epi16(qb[w], 4), _mm512_srli_epi16(q, 2))};
+      __m512i f[4];
+      q6_K_fields(qa[w], qb[w], qh[w], f);
       for (int k = 0; k < 4; ++k) o.u[w < 8 ? 8 * k + w : 32 + 8 * k + (w - 8)] = f[k];
     }
     for (int j = 0; j < 16; ++j)

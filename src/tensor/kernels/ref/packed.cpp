@@ -12,9 +12,16 @@
 //         64 k + 4 i, each byte stored as q + 128 (unsigned); then the
 //         scales as for q4_0 at 512 nb + 32 b + 2 i.
 //   q4_K: per super-block b, word k (k < 32) of row i's qs at 2048 b +
-//         64 k + 4 i; then word w (w < 3) of its 12 scale bytes at 2048 nb +
+//         64 k + 4 i; then word w (w < 3) of its scales and mins at 2048 nb +
 //         192 b + 64 w + 4 i; then d at 2240 nb + 64 b + 2 i and dmin 32
-//         bytes after.
+//         bytes after. The 8 six-bit scales sc and 8 mins m take the same 96
+//         bits as in the file, rearranged so that a SIMD kernel gets each pair
+//         (sc[2p] | sc[2p + 1] << 16, and the same for m) with one to four
+//         operations instead of eleven:
+//           W0 = sc0 | sc2 << 6 | (m4 & 15) << 12 | sc1 << 16 | sc3 << 22 | (m5 & 15) << 28
+//           W1 = sc4 | sc6 << 6 | (m6 & 15) << 12 | sc5 << 16 | sc7 << 22 | (m7 & 15) << 28
+//           W2 = m0 | m2 << 6 | (m4 >> 4) << 12 | (m6 >> 4) << 14 | m1 << 16 | m3 << 22
+//                | (m5 >> 4) << 28 | (m7 >> 4) << 30
 //
 // A group takes exactly the bytes of its 16 rows, so packing happens in place
 // and row ranges that are whole groups keep their offsets.
@@ -94,6 +101,44 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
 
 constexpr size_t kQ4KQs = 2048, kQ4KScales = 192, kQ4KD = 64;  // per super-block and group
 
+// A q4_K row's 12 scale bytes as the packed layout's three words, and back.
+void encode_scales_k(const uint8_t* raw, uint32_t (&w)[3]) {
+  int sc[8], m[8];
+  for (int j = 0; j < 8; ++j) scale_min_k4(j, raw, &sc[j], &m[j]);
+  auto u = [](int v) { return static_cast<uint32_t>(v); };
+  w[0] = u(sc[0]) | u(sc[2]) << 6 | u(m[4] & 15) << 12 | u(sc[1]) << 16 | u(sc[3]) << 22 | u(m[5] & 15) << 28;
+  w[1] = u(sc[4]) | u(sc[6]) << 6 | u(m[6] & 15) << 12 | u(sc[5]) << 16 | u(sc[7]) << 22 | u(m[7] & 15) << 28;
+  w[2] = u(m[0]) | u(m[2]) << 6 | u(m[4] >> 4) << 12 | u(m[6] >> 4) << 14 | u(m[1]) << 16 | u(m[3]) << 22 |
+         u(m[5] >> 4) << 28 | u(m[7] >> 4) << 30;
+}
+
+void decode_scales_k(const uint32_t (&w)[3], int (&sc)[8], int (&m)[8]) {
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t ws = w[p / 2] >> (6 * (p % 2));  // sc[2p] at bit 0, sc[2p + 1] at bit 16
+    sc[2 * p] = static_cast<int>(ws & 63);
+    sc[2 * p + 1] = static_cast<int>((ws >> 16) & 63);
+  }
+  for (int p = 0; p < 2; ++p) {
+    const uint32_t wm = w[2] >> (6 * p);
+    m[2 * p] = static_cast<int>(wm & 63);
+    m[2 * p + 1] = static_cast<int>((wm >> 16) & 63);
+  }
+  for (int p = 2; p < 4; ++p) {  // low nibbles in the spare bits of W0 (p = 2) or W1, high bits in W2
+    const uint32_t lo = w[p - 2] >> 12, hi = w[2] >> (8 + 2 * (p - 2));
+    m[2 * p] = static_cast<int>((lo & 15) | (hi & 0x30));
+    m[2 * p + 1] = static_cast<int>(((lo >> 16) & 15) | ((hi >> 16) & 0x30));
+  }
+}
+
+// The file's 12 bytes from the scales and mins (the inverse of scale_min_k4).
+void raw_scales_k(const int (&sc)[8], const int (&m)[8], uint8_t* raw) {
+  for (int i = 0; i < 4; ++i) {
+    raw[i] = static_cast<uint8_t>(sc[i] | (sc[i + 4] >> 4) << 6);
+    raw[i + 4] = static_cast<uint8_t>(m[i] | (m[i + 4] >> 4) << 6);
+    raw[i + 8] = static_cast<uint8_t>((sc[i + 4] & 15) | (m[i + 4] & 15) << 4);
+  }
+}
+
 }  // namespace
 
 void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
@@ -111,8 +156,9 @@ void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
       }
       const auto* blk = reinterpret_cast<const block_q4_K*>(src + i * src_stride) + b;
       for (int k = 0; k < 32; ++k) std::memcpy(dst + b * kQ4KQs + 64 * k + 4 * i, blk->qs + 4 * k, 4);
-      for (int w = 0; w < 3; ++w)
-        std::memcpy(scales + b * kQ4KScales + 64 * w + 4 * i, blk->scales + 4 * w, 4);
+      uint32_t sw[3];
+      encode_scales_k(blk->scales, sw);
+      for (int w = 0; w < 3; ++w) std::memcpy(scales + b * kQ4KScales + 64 * w + 4 * i, &sw[w], 4);
       std::memcpy(ds + b * kQ4KD + 2 * i, &blk->d, 2);
       std::memcpy(ds + b * kQ4KD + 32 + 2 * i, &blk->dmin, 2);
     }
@@ -125,8 +171,11 @@ void unpack_row_q4_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
   for (int64_t b = 0; b < nb; ++b) {
     auto* blk = reinterpret_cast<block_q4_K*>(dst) + b;
     for (int k = 0; k < 32; ++k) std::memcpy(blk->qs + 4 * k, group + b * kQ4KQs + 64 * k + 4 * i, 4);
-    for (int w = 0; w < 3; ++w)
-      std::memcpy(blk->scales + 4 * w, scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+    uint32_t sw[3];
+    for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+    int sc[8], m[8];
+    decode_scales_k(sw, sc, m);
+    raw_scales_k(sc, m, blk->scales);
     std::memcpy(&blk->d, ds + b * kQ4KD + 2 * i, 2);
     std::memcpy(&blk->dmin, ds + b * kQ4KD + 32 + 2 * i, 2);
   }
@@ -145,12 +194,13 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
       for (int i = 0; i < kRows; ++i) {
         float acc = 0;
         for (int64_t b = 0; b < nb; ++b) {
-          uint8_t sc12[12];
-          for (int w = 0; w < 3; ++w) std::memcpy(sc12 + 4 * w, scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+          uint32_t sw[3];
+          for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+          int scs[8], ms[8];
+          decode_scales_k(sw, scs, ms);
           int32_t S = 0, M = 0;
           for (int s = 0; s < 8; ++s) {
-            int sc, m;
-            scale_min_k4(s, sc12, &sc, &m);
+            const int sc = scs[s], m = ms[s];
             const int j = s / 2, shift = 4 * (s % 2);
             int32_t isum = 0;
             for (int l = 0; l < 32; ++l) {

@@ -195,10 +195,10 @@ struct PackedQ4K {
     __m512 dw, dmin;
   };
 
-  static void unpack_scales(const uint8_t* sb, __m512i (&sc)[8], __m512i (&mp)[4]) {
+  // The file's scales and mins (raw words w0..w2 of 16 rows, lanes are rows)
+  // as int32 lanes: what the packer rearranges.
+  static void raw_fields(__m512i w0, __m512i w1, __m512i w2, __m512i (&sc)[8], __m512i (&mn)[8]) {
     const __m512i m6 = _mm512_set1_epi32(63), m4w = _mm512_set1_epi32(0xF), m2 = _mm512_set1_epi32(3);
-    const __m512i w0 = _mm512_loadu_si512(sb), w1 = _mm512_loadu_si512(sb + 64), w2 = _mm512_loadu_si512(sb + 128);
-    __m512i mn[8];
     for (int j = 0; j < 4; ++j) {
       sc[j] = _mm512_and_si512(_mm512_srli_epi32(w0, 8 * j), m6);
       mn[j] = _mm512_and_si512(_mm512_srli_epi32(w1, 8 * j), m6);
@@ -207,9 +207,52 @@ struct PackedQ4K {
       mn[4 + j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 8 * j + 4), m4w),
                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 8 * j + 6), m2), 4));
     }
-    for (int p = 0; p < 4; ++p) mp[p] = _mm512_or_si512(mn[2 * p], _mm512_slli_epi32(mn[2 * p + 1], 16));
-    // Each scale in both 16-bit halves of its lane, for vpdpwssd.
-    for (int k = 0; k < 8; ++k) sc[k] = _mm512_or_si512(sc[k], _mm512_slli_epi32(sc[k], 16));
+  }
+
+  // Their packed words (kernels/ref/packed.cpp has the layout).
+  static void encode_scales(const __m512i (&sc)[8], const __m512i (&mn)[8], __m512i (&w)[3]) {
+    const __m512i m4w = _mm512_set1_epi32(0xF);
+    auto sl = [](__m512i v, int n) { return _mm512_slli_epi32(v, n); };
+    auto lo4 = [&](__m512i v) { return _mm512_and_si512(v, m4w); };
+    auto hi2 = [](__m512i v) { return _mm512_srli_epi32(v, 4); };
+    auto or3 = [](__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xFE); };
+    w[0] = or3(or3(sc[0], sl(sc[2], 6), sl(lo4(mn[4]), 12)), or3(sl(sc[1], 16), sl(sc[3], 22), sl(lo4(mn[5]), 28)),
+               _mm512_setzero_si512());
+    w[1] = or3(or3(sc[4], sl(sc[6], 6), sl(lo4(mn[6]), 12)), or3(sl(sc[5], 16), sl(sc[7], 22), sl(lo4(mn[7]), 28)),
+               _mm512_setzero_si512());
+    w[2] = or3(or3(mn[0], sl(mn[2], 6), sl(hi2(mn[4]), 12)), or3(sl(hi2(mn[6]), 14), sl(mn[1], 16), sl(mn[3], 22)),
+               or3(sl(hi2(mn[5]), 28), sl(hi2(mn[7]), 30), _mm512_setzero_si512()));
+  }
+
+  // From the packed words: sp[p] = sc[2p] | sc[2p + 1] << 16 and mp[p] the
+  // same for the mins, per row lane.
+  static void scale_pairs(const uint8_t* sb, __m512i (&sp)[4], __m512i (&mp)[4]) {
+    const __m512i m6 = _mm512_set1_epi32(0x003F003F), m4 = _mm512_set1_epi32(0x000F000F),
+                  h2 = _mm512_set1_epi32(0x00300030);
+    const __m512i w0 = _mm512_loadu_si512(sb), w1 = _mm512_loadu_si512(sb + 64), w2 = _mm512_loadu_si512(sb + 128);
+    sp[0] = _mm512_and_si512(w0, m6);
+    sp[1] = _mm512_and_si512(_mm512_srli_epi32(w0, 6), m6);
+    sp[2] = _mm512_and_si512(w1, m6);
+    sp[3] = _mm512_and_si512(_mm512_srli_epi32(w1, 6), m6);
+    mp[0] = _mm512_and_si512(w2, m6);
+    mp[1] = _mm512_and_si512(_mm512_srli_epi32(w2, 6), m6);
+    // (a & m4) | b, b already masked to the high bits.
+    mp[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w0, 12), m4,
+                                      _mm512_and_si512(_mm512_srli_epi32(w2, 8), h2), 0xEA);
+    mp[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi32(w1, 12), m4,
+                                      _mm512_and_si512(_mm512_srli_epi32(w2, 10), h2), 0xEA);
+  }
+
+  // Each scale alone in both 16-bit halves of its lane (for products of
+  // several tokens, which take a sub-block at a time).
+  static void unpack_scales(const uint8_t* sb, __m512i (&sc)[8], __m512i (&sp)[4], __m512i (&mp)[4]) {
+    scale_pairs(sb, sp, mp);
+    const __m512i lo = _mm512_set4_epi32(0x0D0C0D0C, 0x09080908, 0x05040504, 0x01000100);
+    const __m512i hi = _mm512_set4_epi32(0x0F0E0F0E, 0x0B0A0B0A, 0x07060706, 0x03020302);
+    for (int p = 0; p < 4; ++p) {
+      sc[2 * p] = _mm512_shuffle_epi8(sp[p], lo);
+      sc[2 * p + 1] = _mm512_shuffle_epi8(sp[p], hi);
+    }
   }
 
   static __m512i nibbles(const uint8_t* q, int s, int k) {
@@ -221,37 +264,59 @@ struct PackedQ4K {
     const uint8_t* q = g + b * kQs;
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) u.nib[8 * s + k] = nibbles(q, s, k);
-    unpack_scales(g + nb * kQs + b * kScales, u.sc, u.mp);
+    __m512i sp[4];
+    unpack_scales(g + nb * kQs + b * kScales, u.sc, sp, u.mp);
     const uint8_t* ds = g + nb * (kQs + kScales) + b * kD;
     u.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds)));
     u.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + 32)));
   }
 
   // The products of one super-block for T tokens: S from the sub-blocks'
-  // exact dots, M from the mins, two fmas into acc.
+  // exact dots, M from the mins, two fmas into acc. sp: the scale pairs, for
+  // one token read straight from the weights (null: sub-block at a time).
   template <int T, typename Nib>
-  static void products(Nib nib_of, const __m512i (&sc)[8], const __m512i (&mp)[4], __m512 dw, __m512 dmin,
-                       int64_t b, const block_q8_K* const* xb, const XPrepK* const* xp, __m512 (&acc)[T]) {
+  static void products(Nib nib_of, const __m512i (&sc)[8], const __m512i* sp, const __m512i (&mp)[4],
+                       __m512 dw, __m512 dmin, int64_t b, const block_q8_K* const* xb, const XPrepK* const* xp,
+                       __m512 (&acc)[T]) {
     __m512i S[T];
     for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) {
-      const int j = s / 2, hi = s % 2;
-      __m512i nib[8];
-      for (int k = 0; k < 8; ++k) nib[k] = nib_of(s, k);
-      for (int t = 0; t < T; ++t) {
-        // The sub-block's dot in two chains of 16 products each, |sum| <=
-        // 16 * 15 * 128: each fits an int16, so one vpdpwssd scales both
-        // and adds them to S: exactly sc * (s0 + s1), 1.5% faster than
-        // adding the chains and multiplying with vpmulld.
-        const int8_t* x = xb[t][b].qs + 64 * j + 32 * hi;
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+    if (T == 1 && sp) {
+      // One token: sub-blocks 2p and 2p + 1 together, their chains as the
+      // two int16 halves of a lane, so one vpdpwssd applies both scales of
+      // the pair sp[p] (no scale is duplicated into both halves).
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) {
+        const int8_t* x = xb[0][b].qs + 64 * p;
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, b0 = a0, b1 = a0;
         for (int k = 0; k < 8; k += 2) {
-          s0 = _mm512_dpbusd_epi32(s0, nib[k], _mm512_set1_epi32(load_word(x + 4 * k)));
-          s1 = _mm512_dpbusd_epi32(s1, nib[k + 1], _mm512_set1_epi32(load_word(x + 4 * k + 4)));
+          a0 = _mm512_dpbusd_epi32(a0, nib_of(2 * p, k), _mm512_set1_epi32(load_word(x + 4 * k)));
+          a1 = _mm512_dpbusd_epi32(a1, nib_of(2 * p, k + 1), _mm512_set1_epi32(load_word(x + 4 * k + 4)));
+          b0 = _mm512_dpbusd_epi32(b0, nib_of(2 * p + 1, k), _mm512_set1_epi32(load_word(x + 32 + 4 * k)));
+          b1 = _mm512_dpbusd_epi32(b1, nib_of(2 * p + 1, k + 1), _mm512_set1_epi32(load_word(x + 36 + 4 * k)));
         }
-        const __m512i halves = _mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16));
-        S[t] = _mm512_dpwssd_epi32(S[t], halves, sc[s]);
+        S[0] = _mm512_dpwssd_epi32(S[0], _mm512_mask_blend_epi16(0xAAAAAAAA, a0, _mm512_slli_epi32(b0, 16)), sp[p]);
+        S[0] = _mm512_dpwssd_epi32(S[0], _mm512_mask_blend_epi16(0xAAAAAAAA, a1, _mm512_slli_epi32(b1, 16)), sp[p]);
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        const int j = s / 2, hi = s % 2;
+        __m512i nib[8];
+        for (int k = 0; k < 8; ++k) nib[k] = nib_of(s, k);
+        for (int t = 0; t < T; ++t) {
+          // The sub-block's dot in two chains of 16 products each, |sum| <=
+          // 16 * 15 * 128: each fits an int16, so one vpdpwssd scales both
+          // and adds them to S: exactly sc * (s0 + s1), 1.5% faster than
+          // adding the chains and multiplying with vpmulld.
+          const int8_t* x = xb[t][b].qs + 64 * j + 32 * hi;
+          __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+          for (int k = 0; k < 8; k += 2) {
+            s0 = _mm512_dpbusd_epi32(s0, nib[k], _mm512_set1_epi32(load_word(x + 4 * k)));
+            s1 = _mm512_dpbusd_epi32(s1, nib[k + 1], _mm512_set1_epi32(load_word(x + 4 * k + 4)));
+          }
+          const __m512i halves = _mm512_mask_blend_epi16(0xAAAAAAAA, s0, _mm512_slli_epi32(s1, 16));
+          S[t] = _mm512_dpwssd_epi32(S[t], halves, sc[s]);
+        }
       }
     }
     for (int t = 0; t < T; ++t) {
@@ -279,12 +344,16 @@ struct PackedQ4K {
         _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / 8 + 64 * k, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchFarBytes / 8 + 64 * k, _MM_HINT_T1);
       }
-      __m512i sc[8], mp[4];
-      unpack_scales(sb, sc, mp);
+      __m512i sc[8], sp[4], mp[4];
+      if constexpr (T == 1)
+        scale_pairs(sb, sp, mp);  // one token takes the pairs as they are
+      else
+        unpack_scales(sb, sc, sp, mp);
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));
       const __m512 dmin =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD + 32)));
-      products<T>([&](int s, int k) { return nibbles(q, s, k); }, sc, mp, dw, dmin, b, xb, xp, acc);
+      products<T>([&](int s, int k) { return nibbles(q, s, k); }, sc, T == 1 ? sp : nullptr, mp, dw, dmin, b, xb,
+                  xp, acc);
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
@@ -297,8 +366,8 @@ struct PackedQ4K {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const Unpacked& ub = u[b];
-      products<T>([&](int s, int k) { return _mm512_load_si512(&ub.nib[8 * s + k]); }, ub.sc, ub.mp, ub.dw,
-                  ub.dmin, b, xb, xp, acc);
+      products<T>([&](int s, int k) { return _mm512_load_si512(&ub.nib[8 * s + k]); }, ub.sc, nullptr, ub.mp,
+                  ub.dw, ub.dmin, b, xb, xp, acc);
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
@@ -409,7 +478,8 @@ void pack_group_q(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst,
 }
 
 // q4_K: one transpose of a block's first 16 bytes gives d | dmin << 16 and
-// the three scale words; eight more give the 32 quant words.
+// the three scale words (rearranged into the packed scale layout); eight
+// more give the 32 quant words.
 void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   if (rows < kPackRows) return type_traits(DType::Q4_K).pack_group(src, src_stride, rows, dst, n);
   const int64_t nb = n / kQK_K;
@@ -422,7 +492,10 @@ void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + b * PackedQ4K::kD), _mm512_cvtepi32_epi16(h[0]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + b * PackedQ4K::kD + 32),
                         _mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
-    for (int w = 0; w < 3; ++w) _mm512_storeu_si512(scales + b * PackedQ4K::kScales + 64 * w, h[1 + w]);
+    __m512i sc[8], mn[8], sw[3];
+    PackedQ4K::raw_fields(h[1], h[2], h[3], sc, mn);
+    PackedQ4K::encode_scales(sc, mn, sw);
+    for (int w = 0; w < 3; ++w) _mm512_storeu_si512(scales + b * PackedQ4K::kScales + 64 * w, sw[w]);
     for (int m = 0; m < 8; ++m) {
       __m512i q[4];
       transpose_words(blk + 16 + 16 * m, src_stride, q);

@@ -27,7 +27,12 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // threads +1%, prompts the same, both within this machine's noise.)
 constexpr int64_t kShare = 2;
 
-constexpr uint64_t kCountMask = 0xFFFFFFFFu;
+// Fields of claim_: a job number and two block indices.
+constexpr uint64_t kJobMask = 0xFFFFu;
+constexpr uint64_t kFieldMask = 0xFFFFFFu;
+
+// Bytes of a prefetch hint read between two looks at whether the job came.
+constexpr size_t kPrefetchStep = 4096;
 
 }  // namespace
 
@@ -49,15 +54,19 @@ void ThreadPool::work(uint32_t job, int index) {
   for (;;) {
     // The claim is decided from s alone: the job's fields may already belong
     // to the next job when this one has nothing left.
-    const int64_t left = static_cast<int64_t>(s & kCountMask);
-    if ((s >> 32) != job || left == 0) return;
+    const int64_t front = static_cast<int64_t>((s >> 24) & kFieldMask);
+    const int64_t back = static_cast<int64_t>(s & kFieldMask);
+    const int64_t left = back - front;
+    if ((s >> 48) != (job & kJobMask) || left <= 0) return;
     const int64_t take = std::max<int64_t>(1, left / (kShare * n_threads_));
-    if (!claim_.compare_exchange_weak(s, s - static_cast<uint64_t>(take), std::memory_order_acq_rel,
-                                      std::memory_order_acquire))
-      continue;
+    // Workers from the front (where a waiting worker prefetched), the
+    // calling thread from the back.
+    const int64_t b0 = index == 0 ? back - take : front;
+    const uint64_t next = index == 0 ? s - static_cast<uint64_t>(take)
+                                     : s + (static_cast<uint64_t>(take) << 24);
+    if (!claim_.compare_exchange_weak(s, next, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // The job's fields are stable while this chunk is unfinished.
-    const int64_t next = n_blocks_ - left;
-    const int64_t b = next * grain_, e = std::min((next + take) * grain_, n_);
+    const int64_t b = b0 * grain_, e = std::min((b0 + take) * grain_, n_);
     thunk_(ctx_, b, e, index);
     done_.fetch_add(take, std::memory_order_release);
     s = claim_.load(std::memory_order_acquire);
@@ -69,14 +78,15 @@ void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
   ctx_ = ctx;
   n_ = n;
   grain_ = grain < 1 ? 1 : grain;
+  // Chunks stay multiples of the caller's grain when it doubles.
+  while ((n_ + grain_ - 1) / grain_ > static_cast<int64_t>(kFieldMask)) grain_ *= 2;
   n_blocks_ = (n_ + grain_ - 1) / grain_;
-  CLB_ASSERT(n_blocks_ >= 1 && n_blocks_ < static_cast<int64_t>(kCountMask));
   done_.store(0, std::memory_order_relaxed);
   const uint32_t job = ++job_;
   {
     // The lock pairs with the sleepers' predicate check, so none misses the job.
     std::lock_guard<std::mutex> lock(mu_);
-    claim_.store((static_cast<uint64_t>(job) << 32) | static_cast<uint64_t>(n_blocks_),
+    claim_.store((static_cast<uint64_t>(job & kJobMask) << 48) | static_cast<uint64_t>(n_blocks_),
                  std::memory_order_release);
   }
   if (sleeping_.load(std::memory_order_acquire) > 0) start_cv_.notify_all();
@@ -89,15 +99,45 @@ void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
   }
 }
 
+void ThreadPool::prefetch_next(const void* p, size_t bytes) {
+  if (n_threads_ == 1 || p == nullptr || bytes == 0) return;
+  // A seqlock with one writer (the calling thread): odd while written.
+  const uint64_t seq = hint_seq_.load(std::memory_order_relaxed);
+  hint_seq_.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  hint_p_.store(static_cast<const char*>(p), std::memory_order_relaxed);
+  hint_bytes_.store(std::min(bytes, kPrefetchBytes), std::memory_order_relaxed);
+  hint_seq_.store(seq + 2, std::memory_order_release);
+}
+
+void ThreadPool::prefetch_hint(uint32_t seen, uint64_t& done_seq) {
+  const uint64_t seq = hint_seq_.load(std::memory_order_acquire);
+  if (seq == done_seq || (seq & 1)) return;
+  const char* p = hint_p_.load(std::memory_order_relaxed);
+  const size_t bytes = hint_bytes_.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (hint_seq_.load(std::memory_order_relaxed) != seq) return;  // rewritten meanwhile
+  done_seq = seq;
+  const auto seen_job = static_cast<uint32_t>(seen & kJobMask);
+  for (size_t at = 0; at < bytes; at += kPrefetchStep) {
+    if (static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 48) != seen_job) return;
+    const size_t end = std::min(bytes, at + kPrefetchStep);
+    for (size_t o = at; o < end; o += 64) __builtin_prefetch(p + o, 0, 2);
+  }
+}
+
 void ThreadPool::worker(int index) {
   uint32_t seen = 0;
+  uint64_t hint_done = 0;  // the last hint this worker read
   auto published = [&] {
-    return static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
+    return static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 48);
   };
   for (;;) {
     auto start = std::chrono::steady_clock::now();
     int spins = 0;
     while (published() == seen && !stop_.load(std::memory_order_relaxed)) {
+      // One worker reads a hint for the next job while it waits for it.
+      if (index == 1 && hint_seq_.load(std::memory_order_relaxed) != hint_done) prefetch_hint(seen, hint_done);
       cpu_relax();
       if (++spins % 1024 == 0 && std::chrono::steady_clock::now() - start > kSpin) {
         std::unique_lock<std::mutex> lock(mu_);

@@ -12,6 +12,12 @@
 // A decoded token issues hundreds of short loops, so workers spin for a while
 // before sleeping: waking a sleeping thread costs tens of microseconds, which
 // would dominate a 1 MB matrix-vector product.
+//
+// Between two loops the caller often works alone (a norm, a softmax, the
+// router's top-k) while memory sits idle. prefetch_next names bytes the next
+// loop reads first; a worker waiting for that loop reads them into its cache,
+// and the loop's first chunks go to the workers (the calling thread claims
+// from the far end), so that loop starts on bytes already fetched.
 #pragma once
 
 #include <atomic>
@@ -33,6 +39,13 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int n_threads() const { return n_threads_; }
+
+  // [p, p + bytes) is what the next parallel_for reads first (its first
+  // rows): a worker that waits for it meanwhile reads up to kPrefetchBytes
+  // of it into its cache. A hint, dropped if no worker is idle before then;
+  // a later call replaces it. Any address will do: a prefetch never faults.
+  void prefetch_next(const void* p, size_t bytes);
+  static constexpr size_t kPrefetchBytes = 256u << 10;
 
   // fn(begin, end, thread_index) for chunks of [0, n); one thread may run
   // several chunks, one after the other. Chunks are multiples of `grain`
@@ -61,17 +74,29 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  // (job << 32) | blocks of grain_ not yet claimed. A claim is a compare-exchange that
-  // also checks the job, so a thread arriving late never takes a chunk of a
-  // later job by mistake, and the job's fields below cannot change under a
-  // thread that holds a claimed chunk (the job is not done until it finishes).
+  // Reads the pending prefetch hint if it is not `done_seq` (which it then
+  // becomes), until the job after `seen` is published.
+  void prefetch_hint(uint32_t seen, uint64_t& done_seq);
+
+  // (job << 48) | (front << 24) | back: blocks [front, back) of grain_ are
+  // not yet claimed; workers take chunks from the front, the calling thread
+  // from the back. A claim is a compare-exchange that also checks the job
+  // (its low 16 bits; a thread can lag at most one job), so a thread arriving
+  // late never takes a chunk of a later job by mistake, and the job's fields
+  // below cannot change under a thread that holds a claimed chunk (the job is
+  // not done until it finishes).
   alignas(64) std::atomic<uint64_t> claim_{0};
+  // The hint of prefetch_next: its sequence number (odd while being written)
+  // and range.
+  alignas(64) std::atomic<uint64_t> hint_seq_{0};
+  std::atomic<const char*> hint_p_{nullptr};
+  std::atomic<size_t> hint_bytes_{0};
   alignas(64) std::atomic<int64_t> done_{0};  // blocks finished in this job
   alignas(64) std::atomic<bool> stop_{false};
   std::atomic<int> sleeping_{0};
   std::mutex mu_;
   std::condition_variable start_cv_;
-  uint32_t job_ = 0;  // the caller's count of jobs
+  uint32_t job_ = 0;  // the caller's count of jobs (low 16 bits published)
   // The current job, written before claim_ publishes it.
   Thunk thunk_ = nullptr;
   void* ctx_ = nullptr;

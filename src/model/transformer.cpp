@@ -150,6 +150,14 @@ void Transformer::rms_norm(const float* x, const float* weight, int dim, float* 
   for (int i = 0; i < dim; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+void Transformer::prefetch_next(const TensorView* w) {
+  if (w && w->data) pool_.prefetch_next(w->data, static_cast<size_t>(w->ne[1]) * w->row_stride());
+}
+
+const TensorView* Transformer::after_layer(int l) const {
+  return l + 1 < cfg_.n_layer ? &w_.layers[l + 1].wq : &w_.output;
+}
+
 void Transformer::linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
                          size_t y_stride) {
   const LinearOut out{&w, y, y_stride};
@@ -227,6 +235,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
              h_.data() + m * E);
     ++m;
   }
+  prefetch_next(&w_.layers[0].wq);  // the next step's first weights
   if (m > 0) linear(w_.output, h_.data(), E, m, logits, cfg_.n_vocab);
 }
 
@@ -238,6 +247,7 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
   const LinearOut qkv[] = {{&L.wq, q_.data(), static_cast<size_t>(nq)},
                            {&L.wk, k_.data(), static_cast<size_t>(nk)},
                            {&L.wv, v_.data(), static_cast<size_t>(nv)}};
+  prefetch_next(&L.wo);  // read while the heads are rotated and attended
   if (share_input(qkv, precision_)) {
     linear_shared(pool_, precision_, qkv, h_.data(), E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
                   row_scratch_.size() / pool_.n_threads());
@@ -317,14 +327,16 @@ void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCa
       }
     }
   });
+  prefetch_next(L.moe ? &L.router : &L.ffn_gate);
   linear(L.wo, att_.data(), cfg_.n_head * hdv, n, out_.data(), E);
 }
 
 void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
-                            const float* x, int n, float* out) {
+                            const float* x, int n, float* out, const TensorView* next) {
   const int E = cfg_.n_embd;
   const int F = static_cast<int>(gate.ne[1]);
   const LinearOut gate_up[] = {{&gate, gate_.data(), static_cast<size_t>(F)}, {&up, up_.data(), static_cast<size_t>(F)}};
+  prefetch_next(&down);
   if (share_input(gate_up, precision_)) {
     linear_shared(pool_, precision_, gate_up, x, E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
                   row_scratch_.size() / pool_.n_threads());
@@ -333,6 +345,7 @@ void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const 
     linear(up, x, E, n, up_.data(), F);
   }
   silu_mul(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(n) * F);
+  prefetch_next(next);
   linear(down, gate_.data(), F, n, out, E);
 }
 
@@ -341,10 +354,10 @@ void Transformer::ffn_block(int l, int n, RoutingTrace* trace) {
   if (L.moe)
     moe_ffn(l, n, trace);
   else
-    dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, h_.data(), n, out_.data());
+    dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, h_.data(), n, out_.data(), after_layer(l));
 }
 
-void Transformer::run_experts(int l, int n, const int* experts, int count) {
+void Transformer::run_experts(int l, int n, const int* experts, int count, const TensorView* next) {
   const int E = cfg_.n_embd, K = cfg_.n_expert_used;
   const size_t scratch_stride = row_scratch_.size() / pool_.n_threads();
   const size_t xrb = xq_row_bytes_;
@@ -363,6 +376,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count) {
     m[j] = rows - first[j];
   }
   for (int j = 0; j < count; ++j) held_[j] = store_.acquire(l, experts[j]);
+  prefetch_next(&held_[0].gate);  // read while the inputs are quantized
   const int F = static_cast<int>(held_[0].gate.ne[1]);
   bool joint = true;  // gate and up of every expert read one quantized input
   for (int j = 0; j < count; ++j) {
@@ -377,7 +391,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count) {
                     h_.data() + static_cast<size_t>(group_tok_[first[j] + i]) * E, sizeof(float) * E);
       const ExpertWeights& w = held_[j];
       float* g = gx_.data() + static_cast<size_t>(first[j]) * E;
-      dense_ffn(w.gate, w.up, w.down, g, m[j], g);
+      dense_ffn(w.gate, w.up, w.down, g, m[j], g, j + 1 < count ? &held_[j + 1].gate : next);
     }
   } else {
     // 1. Every gate and up of the chunk: one job. A token's input is
@@ -408,6 +422,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count) {
       outs[2 * j] = {&held_[j].gate, gate_.data() + y, static_cast<size_t>(F), xq, m[j]};
       outs[2 * j + 1] = {&held_[j].up, up_.data() + y, static_cast<size_t>(F), xq, m[j]};
     }
+    prefetch_next(&held_[0].down);
     run_products(pool_, precision_, std::span<const LinearOut>(outs, 2 * count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
     silu_mul(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(rows) * F);
@@ -419,6 +434,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count) {
                             xq + i * xrb, F);
       outs[j] = {&held_[j].down, gx_.data() + static_cast<size_t>(first[j]) * E, static_cast<size_t>(E), xq, m[j]};
     }
+    prefetch_next(next);
     run_products(pool_, precision_, std::span<const LinearOut>(outs, count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
   }
@@ -480,7 +496,11 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
     if (i0 < n_ready)
       while (i0 + count < n_ready && count < hold && rows + group_count_[distinct_[i0 + count]] <= rows_max)
         rows += group_count_[distinct_[i0 + count++]];
-    run_experts(l, n, distinct_.data() + i0, count);
+    // What the layer reads after the last chunk; a later chunk's experts
+    // may still be loading.
+    const bool last = i0 + count == n_distinct;
+    run_experts(l, n, distinct_.data() + i0, count,
+                last ? (L.shexp_gate.data ? &L.shexp_gate : after_layer(l)) : nullptr);
     i0 += count;
   }
 
@@ -498,7 +518,7 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   // 4. Shared expert, dense, scaled by its sigmoid gate when the family has one.
   if (L.shexp_gate.data) {
     float* sh = moe_.data();  // reuse: the routed outputs are summed already
-    dense_ffn(L.shexp_gate, L.shexp_up, L.shexp_down, h_.data(), n, sh);
+    dense_ffn(L.shexp_gate, L.shexp_up, L.shexp_down, h_.data(), n, sh, after_layer(l));
     for (int t = 0; t < n; ++t) {
       float g = 1.f;
       if (L.shexp_gate_inp.data) {

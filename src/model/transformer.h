@@ -67,13 +67,20 @@ class Transformer {
  private:
   void attention_block(int l, std::span<const BatchToken> batch, KVCache& kv);
   void ffn_block(int l, int n, RoutingTrace* trace);
+  // next: the weights read after down, for prefetch_next (null: unknown).
   void dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
-                 const float* x, int n, float* out);
+                 const float* x, int n, float* out, const TensorView* next);
   void moe_ffn(int l, int n, RoutingTrace* trace);
   // The routed experts experts[0..count) of layer l for their tokens among
   // the batch's n: every gate/up product in one parallel job, every down in
-  // another; outputs to moe_ by (token, rank).
-  void run_experts(int l, int n, const int* experts, int count);
+  // another; outputs to moe_ by (token, rank). next: the weights read after
+  // this chunk (null: unknown).
+  void run_experts(int l, int n, const int* experts, int count, const TensorView* next);
+  // Hints the thread pool that w's first rows are the next parallel job's
+  // (ThreadPool::prefetch_next); null or unloaded w: nothing.
+  void prefetch_next(const TensorView* w);
+  // The first weights layer l + 1 reads (the output matrix after the last).
+  const TensorView* after_layer(int l) const;
   // y (n rows of w's outputs, stride y_stride) = w . x (n rows, stride x_stride)
   void linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
               size_t y_stride);

@@ -2,7 +2,9 @@
 // whole multiples of the grain, on thread indices that are in range and never
 // run two chunks at once; many short jobs in a row (the decode pattern) and
 // more threads than cores (chunks claimed by whoever runs) stay correct, and
-// so do jobs of changing sizes while the threads are preempted.
+// so do jobs of changing sizes while the threads are preempted, job numbers
+// past the claim word's 16 bits, prefetch hints and jobs of more blocks than
+// its 24-bit indices hold.
 #include "base/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -84,6 +86,30 @@ TEST(ThreadPool, JobsOfChangingSizeUnderPreemption) {
   }
   stop = true;
   noise.join();
+}
+
+// The claim word holds 16 bits of the job number and 24 of each block index:
+// more jobs than 2^16 in a row must not confuse a late worker, prefetch hints
+// (read by a waiting worker, some never read at all) must not change what
+// runs, and a job of more than 2^24 blocks runs in coarser whole grains.
+TEST(ThreadPool, JobNumbersWrapAndHintsChangeNothing) {
+  ThreadPool pool(3);
+  std::vector<char> bytes(1u << 20, 1);
+  std::vector<int64_t> out(48);
+  for (int job = 0; job < 70000; ++job) {
+    if (job % 3 == 0) pool.prefetch_next(bytes.data() + (job % 64) * 4096, bytes.size() - (job % 64) * 4096);
+    if (job % 7 == 0) pool.prefetch_next(nullptr, 0);
+    pool.parallel_for(48, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) out[i] = job;
+    });
+    for (int64_t i = 0; i < 48; ++i) ASSERT_EQ(out[i], job) << "job " << job << " index " << i;
+  }
+}
+
+TEST(ThreadPool, MoreBlocksThanTheClaimWordHolds) {
+  ThreadPool pool(2);
+  check_job(pool, (int64_t{1} << 24) + 37, 3);
+  check_job(pool, (int64_t{1} << 25) + 1, 1);
 }
 
 TEST(ThreadPool, SmallWorkStaysOnTheCaller) {

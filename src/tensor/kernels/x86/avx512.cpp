@@ -347,23 +347,6 @@ inline __m512 load16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Attention reads each cached row once per step, so its loops prefetch rows
-// as the weight kernels do: into L1 16 positions ahead, into L2 64 ahead
-// (4 and 16 KiB for 128 F16 elements). A prefetch past the last position
-// never faults.
-constexpr int64_t kRowsAhead = 16;
-constexpr int64_t kRowsFarAhead = 64;
-
-template <typename KV>
-inline void prefetch_row(const KV* row, size_t stride, int elems) {
-  const char* near = reinterpret_cast<const char*>(row + kRowsAhead * stride);
-  const char* far = reinterpret_cast<const char*>(row + kRowsFarAhead * stride);
-  for (size_t c = 0; c < elems * sizeof(KV); c += 64) {
-    _mm_prefetch(near + c, _MM_HINT_T0);
-    _mm_prefetch(far + c, _MM_HINT_T1);
-  }
-}
-
 // out[0, 16A) = inv * sum over p of scores[p] * v[p][0, 16A): A independent
 // accumulators, each dimension summed in position order.
 template <int A, typename KV>

@@ -355,7 +355,7 @@ inline void weighted_rows(const float* scores, const KV* v, size_t v_stride, int
   __m512 o[A];
   for (int a = 0; a < A; ++a) o[a] = _mm512_setzero_ps();
   for (int64_t p = 0; p < n_pos; ++p, v += v_stride) {
-    prefetch_row(v, v_stride, 16 * A);
+    prefetch_row(v, v_stride, 16 * A, p, n_pos);
     const __m512 s = _mm512_set1_ps(scores[p]);
     for (int a = 0; a < A; ++a) o[a] = _mm512_fmadd_ps(s, load16(v + 16 * a), o[a]);
   }
@@ -378,7 +378,7 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   int64_t p = 0;
   for (; p + 4 <= n_pos; p += 4) {
     const KV* k0 = k + p * k_stride;
-    for (int r = 0; r < 4; ++r) prefetch_row(k0 + r * k_stride, k_stride, head_dim);
+    for (int r = 0; r < 4; ++r) prefetch_row(k0 + r * k_stride, k_stride, head_dim, p + r, n_pos);
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd16; i += 16) {
       const __m512 qv = _mm512_loadu_ps(q + i);

@@ -584,18 +584,22 @@ inline float to_f32(uint16_t h) { return half_to_float(h); }
 
 // Attention reads each cached row once per step, so its loops prefetch rows
 // as the weight kernels do: into L1 16 positions ahead, into L2 64 ahead
-// (4 and 16 KiB for 128 F16 elements). A prefetch past the last position
-// never faults.
+// (4 and 16 KiB for 128 F16 elements), never past the last position (at a
+// short context those rows are unused cache memory).
 constexpr int64_t kRowsAhead = 16;
 constexpr int64_t kRowsFarAhead = 64;
 
+// row is position p of n_pos.
 template <typename KV>
-inline void prefetch_row(const KV* row, size_t stride, int elems) {
-  const char* near = reinterpret_cast<const char*>(row + kRowsAhead * stride);
-  const char* far = reinterpret_cast<const char*>(row + kRowsFarAhead * stride);
-  for (size_t c = 0; c < elems * sizeof(KV); c += 64) {
-    _mm_prefetch(near + c, _MM_HINT_T0);
-    _mm_prefetch(far + c, _MM_HINT_T1);
+inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int64_t n_pos) {
+  const size_t bytes = elems * sizeof(KV);
+  if (p + kRowsAhead < n_pos) {
+    const char* near = reinterpret_cast<const char*>(row + kRowsAhead * stride);
+    for (size_t c = 0; c < bytes; c += 64) _mm_prefetch(near + c, _MM_HINT_T0);
+  }
+  if (p + kRowsFarAhead < n_pos) {
+    const char* far = reinterpret_cast<const char*>(row + kRowsFarAhead * stride);
+    for (size_t c = 0; c < bytes; c += 64) _mm_prefetch(far + c, _MM_HINT_T1);
   }
 }
 
@@ -611,7 +615,7 @@ void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   int64_t p = 0;
   for (; p + 4 <= n_pos; p += 4) {
     const KV* k0 = k + p * k_stride;
-    for (int r = 0; r < 4; ++r) prefetch_row(k0 + r * k_stride, k_stride, head_dim);
+    for (int r = 0; r < 4; ++r) prefetch_row(k0 + r * k_stride, k_stride, head_dim, p + r, n_pos);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd8; i += 8) {
       const __m256 qv = _mm256_loadu_ps(q + i);
@@ -647,7 +651,7 @@ void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     for (int a = 0; a < 8; ++a) o[a] = _mm256_setzero_ps();
     const KV* vp = v + i0;
     for (p = 0; p < n_pos; ++p, vp += v_stride) {
-      prefetch_row(vp, v_stride, 64);
+      prefetch_row(vp, v_stride, 64, p, n_pos);
       const __m256 a = _mm256_broadcast_ss(scores + p);
       for (int j = 0; j < 8; ++j) o[j] = _mm256_fmadd_ps(a, load8(vp + 8 * j), o[j]);
     }

@@ -147,7 +147,7 @@ void Transformer::rms_norm(const float* x, const float* weight, int dim, float* 
   // Eight partial sums in double: a norm sits between two parallel jobs on
   // one thread, and a single chain of dependent adds took 4 cycles an element.
   double part[8] = {};
-  int i8 = dim & ~7;
+  const int i8 = dim & ~7;
   for (int i = 0; i < i8; i += 8)
     for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(x[i + j]) * x[i + j];
   double sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));

@@ -605,7 +605,7 @@ inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int
 
 // kernels/ref's attend with 8-wide dots (four positions at a time), a
 // vectorised exp, and the weighted sum of V kept in registers across
-// positions (32 output dims at a time), scaled by 1 / sum once at the end.
+// positions (64 output dims at a time), scaled by 1 / sum once at the end.
 // KV: the cache's element type (float or F16 bits).
 template <typename KV>
 void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,

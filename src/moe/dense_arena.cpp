@@ -145,7 +145,6 @@ struct DenseArena::Loader {
   // Token embeddings left in the file (embd_row_bytes > 0): where they are,
   // and a page-aligned buffer for O_DIRECT reads of a row's pages.
   uint64_t embd_offset = 0;
-  int embd_fd = -1;  // buffered reads without read-ahead, when there is no O_DIRECT
   size_t embd_row_bytes = 0;
   int64_t embd_rows = 0;
   mutable std::mutex embd_mu;
@@ -159,7 +158,6 @@ struct DenseArena::Loader {
     if (direct_fd >= 0) close(direct_fd);
     if (data) munmap(data, bytes);
     if (bounce) munmap(bounce, bounce_bytes);
-    if (embd_fd >= 0) close(embd_fd);
   }
 
   void fail(std::string e) {
@@ -209,6 +207,10 @@ struct DenseArena::Loader {
       // for the whole chunk, and every mmap meanwhile waits.
       for (size_t o = 0; o < c.length; o += kFaultStep)
         populate_pages(data + c.at + o, std::min(kFaultStep, c.length - o));
+      // Buffered: the chunk's whole range is asked for at once (the file is
+      // read without read-ahead, which would run past the chunk and could
+      // still be in flight when the last drop below has run).
+      if (direct_fd < 0) posix_fadvise(fd, static_cast<off_t>(c.offset), static_cast<off_t>(need), POSIX_FADV_WILLNEED);
       uint64_t done = 0;
       while (done < need) {
         const ssize_t n = pread(direct_fd >= 0 ? direct_fd : fd, data + c.at + done, c.length - done,
@@ -277,7 +279,10 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
   CLB_CHECK(size == static_cast<off_t>(f.file_size()),
             "%s: the file is %lld bytes, not the %zu it had when opened: it changed underneath",
             path.c_str(), static_cast<long long>(size), f.file_size());
-  if (L->direct_fd < 0) posix_fadvise(L->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  // Buffered reads bring in what they ask for and no more: read-ahead would
+  // leave pages around each embedding row, and past a chunk's end it can still
+  // be in flight after the last drop.
+  if (L->direct_fd < 0) posix_fadvise(L->fd, 0, 0, POSIX_FADV_RANDOM);
   if (embd_in_file) {
     const GgufTensor& t0 = f.tensors().front();
     const uint8_t* base = f.tensor_data(t0) - t0.offset;
@@ -291,11 +296,6 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
       CLB_CHECK(b != MAP_FAILED, "cannot allocate %zu bytes for embedding reads: %s", L->bounce_bytes,
                 std::strerror(errno));
       L->bounce = static_cast<uint8_t*>(b);
-    } else {
-      // Read-ahead would leave pages around each row in the page cache.
-      L->embd_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      CLB_CHECK(L->embd_fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
-      posix_fadvise(L->embd_fd, 0, 0, POSIX_FADV_RANDOM);
     }
   }
   if (total == 0) {
@@ -362,7 +362,7 @@ void DenseArena::read_embedding_row(int64_t row, uint8_t* dst) const {
   uint64_t done = 0;
   while (done < need) {
     const ssize_t n =
-        pread(direct ? L->direct_fd : L->embd_fd, buf + done, want - done, static_cast<off_t>(begin + done));
+        pread(direct ? L->direct_fd : L->fd, buf + done, want - done, static_cast<off_t>(begin + done));
     if (n < 0 && errno == EINTR) continue;
     CLB_CHECK(n > 0, "%s: reading embedding row %lld (%zu bytes at offset %llu): %s", L->path.c_str(),
               static_cast<long long>(row), L->embd_row_bytes, static_cast<unsigned long long>(off),
@@ -372,7 +372,7 @@ void DenseArena::read_embedding_row(int64_t row, uint8_t* dst) const {
   if (direct)
     std::memcpy(dst, L->bounce + (off - begin), L->embd_row_bytes);
   else
-    drop_file_cache(L->embd_fd, off, L->embd_row_bytes);
+    drop_file_cache(L->fd, off, L->embd_row_bytes);
 }
 
 }  // namespace colibri

@@ -210,7 +210,8 @@ struct DenseArena::Loader {
       // Buffered: the chunk's whole range is asked for at once (the file is
       // read without read-ahead, which would run past the chunk and could
       // still be in flight when the last drop below has run).
-      if (direct_fd < 0) posix_fadvise(fd, static_cast<off_t>(c.offset), static_cast<off_t>(need), POSIX_FADV_WILLNEED);
+      if (direct_fd < 0)
+        posix_fadvise(fd, static_cast<off_t>(c.offset), static_cast<off_t>(need), POSIX_FADV_WILLNEED);
       uint64_t done = 0;
       while (done < need) {
         const ssize_t n = pread(direct_fd >= 0 ? direct_fd : fd, data + c.at + done, c.length - done,

@@ -28,16 +28,6 @@ uint64_t hash_name(std::string_view s) {
 
 namespace {
 uint16_t h(float f) { return float_to_half(f); }
-
-// 6-bit scales and mins of the eight sub-blocks of a q4_K/q5_K block, packed
-// as quant_blocks.h's k4_scale_min reads them.
-void pack_k4_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t out[12]) {
-  for (int j = 0; j < 4; ++j) {
-    out[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
-    out[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
-    out[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
-  }
-}
 }  // namespace
 
 // zero0: element 0 of the row is exactly 0 (matrices that read the normed
@@ -129,7 +119,7 @@ void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, b
         if (five) {
           auto* b = reinterpret_cast<block_q5_K*>(blk);
           b->d = b->dmin = h(d);
-          pack_k4_scales(sc, m, b->scales);
+          k4_pack_scale_min(sc, m, b->scales);
           rng.bytes(b->qh, sizeof b->qh);
           rng.bytes(b->qs, sizeof b->qs);
           if (zero0 && i == 0) {
@@ -139,7 +129,7 @@ void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, b
         } else {
           auto* b = reinterpret_cast<block_q4_K*>(blk);
           b->d = b->dmin = h(d);
-          pack_k4_scales(sc, m, b->scales);
+          k4_pack_scale_min(sc, m, b->scales);
           rng.bytes(b->qs, sizeof b->qs);
           if (zero0 && i == 0) b->qs[0] = static_cast<uint8_t>((b->qs[0] & 0xF0) | 8);
         }
@@ -222,7 +212,7 @@ void set_channel(DType t, float c, uint8_t* dst) {
       for (int j = 0; j < 8; ++j) k4_scale_min(j, scales, &sc[j], &m[j]);
       sc[0] = static_cast<uint8_t>(std::clamp<long>(std::lround(c / (qmax * d)), 1, 63));
       m[0] = 0;
-      pack_k4_scales(sc, m, scales);
+      k4_pack_scale_min(sc, m, scales);
       for (int l = 0; l < 32; ++l) qs[l] &= 0xF0;
       qs[0] |= 0x0F;
       if (five) {

@@ -122,6 +122,16 @@ inline void k4_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// The inverse of k4_scale_min: the 12 bytes holding the 6-bit scales sc and
+// mins m of the eight sub-blocks.
+inline void k4_pack_scale_min(const uint8_t sc[8], const uint8_t m[8], uint8_t out[12]) {
+  for (int j = 0; j < 4; ++j) {
+    out[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    out[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+    out[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+  }
+}
+
 // The 16 6-bit scales of a q3_K block, bias 32 removed: scale i has its low
 // nibble in byte i (i < 8, low nibble) or byte i - 8 (high nibble), and its two
 // high bits in byte 8 + i % 4 at bit 2 * (i / 4).

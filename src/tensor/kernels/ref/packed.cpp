@@ -88,23 +88,12 @@ void unpack_row(const uint8_t* group, int i, uint8_t* dst, int64_t n, uint8_t fl
   }
 }
 
-// ggml's get_scale_min_k4: sub-block j's 6-bit scale and min.
-void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 constexpr size_t kQ4KQs = 2048, kQ4KScales = 192, kQ4KD = 64;  // per super-block and group
 
 // A q4_K row's 12 scale bytes as the packed layout's three words, and back.
 void encode_scales_k(const uint8_t* raw, uint32_t (&w)[3]) {
-  int sc[8], m[8];
-  for (int j = 0; j < 8; ++j) scale_min_k4(j, raw, &sc[j], &m[j]);
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; ++j) k4_scale_min(j, raw, &sc[j], &m[j]);
   auto u = [](int v) { return static_cast<uint32_t>(v); };
   w[0] = u(sc[0]) | u(sc[2]) << 6 | u(m[4] & 15) << 12 | u(sc[1]) << 16 | u(sc[3]) << 22 | u(m[5] & 15) << 28;
   w[1] = u(sc[4]) | u(sc[6]) << 6 | u(m[6] & 15) << 12 | u(sc[5]) << 16 | u(sc[7]) << 22 | u(m[7] & 15) << 28;
@@ -112,30 +101,21 @@ void encode_scales_k(const uint8_t* raw, uint32_t (&w)[3]) {
          u(m[5] >> 4) << 28 | u(m[7] >> 4) << 30;
 }
 
-void decode_scales_k(const uint32_t (&w)[3], int (&sc)[8], int (&m)[8]) {
+void decode_scales_k(const uint32_t (&w)[3], uint8_t (&sc)[8], uint8_t (&m)[8]) {
   for (int p = 0; p < 4; ++p) {
     const uint32_t ws = w[p / 2] >> (6 * (p % 2));  // sc[2p] at bit 0, sc[2p + 1] at bit 16
-    sc[2 * p] = static_cast<int>(ws & 63);
-    sc[2 * p + 1] = static_cast<int>((ws >> 16) & 63);
+    sc[2 * p] = static_cast<uint8_t>(ws & 63);
+    sc[2 * p + 1] = static_cast<uint8_t>((ws >> 16) & 63);
   }
   for (int p = 0; p < 2; ++p) {
     const uint32_t wm = w[2] >> (6 * p);
-    m[2 * p] = static_cast<int>(wm & 63);
-    m[2 * p + 1] = static_cast<int>((wm >> 16) & 63);
+    m[2 * p] = static_cast<uint8_t>(wm & 63);
+    m[2 * p + 1] = static_cast<uint8_t>((wm >> 16) & 63);
   }
   for (int p = 2; p < 4; ++p) {  // low nibbles in the spare bits of W0 (p = 2) or W1, high bits in W2
     const uint32_t lo = w[p - 2] >> 12, hi = w[2] >> (8 + 2 * (p - 2));
-    m[2 * p] = static_cast<int>((lo & 15) | (hi & 0x30));
-    m[2 * p + 1] = static_cast<int>(((lo >> 16) & 15) | ((hi >> 16) & 0x30));
-  }
-}
-
-// The file's 12 bytes from the scales and mins (the inverse of scale_min_k4).
-void raw_scales_k(const int (&sc)[8], const int (&m)[8], uint8_t* raw) {
-  for (int i = 0; i < 4; ++i) {
-    raw[i] = static_cast<uint8_t>(sc[i] | (sc[i + 4] >> 4) << 6);
-    raw[i + 4] = static_cast<uint8_t>(m[i] | (m[i + 4] >> 4) << 6);
-    raw[i + 8] = static_cast<uint8_t>((sc[i + 4] & 15) | (m[i + 4] & 15) << 4);
+    m[2 * p] = static_cast<uint8_t>((lo & 15) | (hi & 0x30));
+    m[2 * p + 1] = static_cast<uint8_t>(((lo >> 16) & 15) | ((hi >> 16) & 0x30));
   }
 }
 
@@ -173,9 +153,9 @@ void unpack_row_q4_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
     for (int k = 0; k < 32; ++k) std::memcpy(blk->qs + 4 * k, group + b * kQ4KQs + 64 * k + 4 * i, 4);
     uint32_t sw[3];
     for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], scales + b * kQ4KScales + 64 * w + 4 * i, 4);
-    int sc[8], m[8];
+    uint8_t sc[8], m[8];
     decode_scales_k(sw, sc, m);
-    raw_scales_k(sc, m, blk->scales);
+    k4_pack_scale_min(sc, m, blk->scales);
     std::memcpy(&blk->d, ds + b * kQ4KD + 2 * i, 2);
     std::memcpy(&blk->dmin, ds + b * kQ4KD + 32 + 2 * i, 2);
   }
@@ -196,7 +176,7 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
         for (int64_t b = 0; b < nb; ++b) {
           uint32_t sw[3];
           for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], scales + b * kQ4KScales + 64 * w + 4 * i, 4);
-          int scs[8], ms[8];
+          uint8_t scs[8], ms[8];
           decode_scales_k(sw, scs, ms);
           int32_t S = 0, M = 0;
           for (int s = 0; s < 8; ++s) {

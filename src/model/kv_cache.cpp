@@ -14,12 +14,12 @@ size_t KVCache::element_bytes(DType type) {
 
 KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)
     : n_layer_(c.n_layer), n_head_kv_(c.n_head_kv), n_ctx_(n_ctx), n_seq_(n_seq), hd_k_(c.head_dim),
-      hd_v_(c.head_dim_v), type_(type), elem_(element_bytes(type)) {
+      hd_v_(c.head_dim_v), v_in_k_(c.is_mla()), type_(type), elem_(element_bytes(type)) {
   CLB_CHECK(n_ctx > 0 && n_seq > 0, "context size %d and sequence count %d must be positive", n_ctx,
             n_seq);
   const size_t rows = static_cast<size_t>(n_seq) * n_layer_ * n_head_kv_ * n_ctx;
   k_.resize(rows * hd_k_ * elem_);
-  v_.resize(rows * hd_v_ * elem_);
+  if (!v_in_k_) v_.resize(rows * hd_v_ * elem_);
 }
 
 namespace {
@@ -36,7 +36,7 @@ void KVCache::write(int seq, int l, int pos, const float* k, const float* v) {
   CLB_ASSERT(seq < n_seq_ && pos < n_ctx_);
   for (int h = 0; h < n_head_kv_; ++h) {
     store_row(k + h * hd_k_, hd_k_, type_, k_.data() + index(seq, l, h, pos) * hd_k_ * elem_);
-    store_row(v + h * hd_v_, hd_v_, type_, v_.data() + index(seq, l, h, pos) * hd_v_ * elem_);
+    if (!v_in_k_) store_row(v + h * hd_v_, hd_v_, type_, v_.data() + index(seq, l, h, pos) * hd_v_ * elem_);
   }
 }
 
@@ -47,8 +47,9 @@ void KVCache::copy_prefix(int from, int to, int n) {
     for (int h = 0; h < n_head_kv_; ++h) {
       std::memcpy(k_.data() + index(to, l, h) * hd_k_ * elem_, k_.data() + index(from, l, h) * hd_k_ * elem_,
                   n * hd_k_ * elem_);
-      std::memcpy(v_.data() + index(to, l, h) * hd_v_ * elem_, v_.data() + index(from, l, h) * hd_v_ * elem_,
-                  n * hd_v_ * elem_);
+      if (!v_in_k_)
+        std::memcpy(v_.data() + index(to, l, h) * hd_v_ * elem_, v_.data() + index(from, l, h) * hd_v_ * elem_,
+                    n * hd_v_ * elem_);
     }
 }
 

@@ -6,6 +6,10 @@
 // one KV head's positions are consecutive rows of head_dim elements, so
 // attention streams them instead of striding a page (all heads' row) per
 // position, which cost a TLB miss per position at long contexts.
+//
+// Multi-head latent attention caches one row per token and layer, the normed
+// latent followed by the rope key, and its values are the latent itself: the
+// first head_dim_v elements of the key row (no separate value rows).
 #pragma once
 
 #include <cstdint>
@@ -30,7 +34,8 @@ class KVCache {
   DType type() const { return type_; }
   size_t bytes() const { return k_.size() + v_.size(); }
 
-  // Stores position pos of sequence seq, layer l: k (n_embd_k) and v (n_embd_v).
+  // Stores position pos of sequence seq, layer l: k (n_embd_k) and v
+  // (n_embd_v; ignored, may be null, when values live in the key rows).
   void write(int seq, int l, int pos, const float* k, const float* v);
 
   // Position 0 of KV head h's keys (values) for sequence seq, layer l, as the
@@ -42,10 +47,13 @@ class KVCache {
   }
   template <typename T>
   const T* v(int seq, int l, int h) const {
+    if (v_in_k_) return k<T>(seq, l, h);
     return reinterpret_cast<const T*>(v_.data()) + index(seq, l, h) * hd_v_;
   }
   size_t k_stride() const { return hd_k_; }
-  size_t v_stride() const { return hd_v_; }
+  size_t v_stride() const { return v_in_k_ ? hd_k_ : hd_v_; }
+  // Bytes one token takes in every layer.
+  size_t bytes_per_token() const { return n_layer_ * n_head_kv_ * (hd_k_ + (v_in_k_ ? 0 : hd_v_)) * elem_; }
 
   // Copies positions [0, n) of one sequence into another (prefix reuse).
   void copy_prefix(int from, int to, int n);
@@ -57,6 +65,7 @@ class KVCache {
   }
   int n_layer_, n_head_kv_, n_ctx_, n_seq_;
   size_t hd_k_, hd_v_;  // elements per head row
+  bool v_in_k_;         // values are the first hd_v_ elements of each key row (MLA)
   DType type_;
   size_t elem_;               // bytes per element
   AlignedBuffer<uint8_t> k_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim) elements

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "model/linear.h"
+#include "model/rope.h"
 
 namespace colibri {
 
@@ -14,78 +16,6 @@ namespace {
 // consecutive tokens read each cached key and value row once for all of them
 // (eight against four: OLMoE Q4_0 pp2048 164-170 -> 174-178 tok/s).
 constexpr int kQueryBlock = kAttentionQueryBlock;
-
-// Rotates the first n_rot dims of one head by the angles in cos/sin.
-// Normal: pairs (x[2i], x[2i+1]); NeoX: pairs (x[i], x[i + n_rot/2]).
-void rope_head(float* x, int n_rot, RopeStyle style, const float* cos, const float* sin) {
-  const int half = n_rot / 2;
-  for (int i = 0; i < half; ++i) {
-    const int a = style == RopeStyle::kNormal ? 2 * i : i;
-    const int b = style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
-    const float x0 = x[a], x1 = x[b];
-    x[a] = x0 * cos[i] - x1 * sin[i];
-    x[b] = x0 * sin[i] + x1 * cos[i];
-  }
-}
-
-// One matrix of a product whose input it may share with others.
-struct LinearOut {
-  const TensorView* w;
-  float* y;         // (n, y_stride)
-  size_t y_stride;
-  const uint8_t* xq = nullptr;  // its own quantized input; null: the shared one
-  int n = 0;                    // its own token count; 0: the call's
-};
-
-// Whether the matrices read the same input in the same quantized form, so one
-// quantization and one parallel job can serve them all.
-bool share_input(std::span<const LinearOut> outs, Precision p) {
-  for (const LinearOut& o : outs)
-    if (o.w->ne[0] != outs[0].w->ne[0] || activation_type(o.w->type, p) != activation_type(outs[0].w->type, p))
-      return false;
-  return true;
-}
-
-// y_i = w_i . x for every matrix in `outs` (all with share_input): x is
-// quantized once into xq, and the threads split the matrices' rows together,
-// so the k small products of a decode step cost one hand-off instead of k.
-// The products of `outs` (inputs already quantized: each output's own xq, or
-// the shared `xq`) as one parallel job.
-void run_products(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, int n, const uint8_t* xq,
-                  size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
-  int64_t n_rows = 0;
-  size_t bytes = 0;
-  for (const LinearOut& o : outs) {
-    n_rows += o.w->ne[1];
-    bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride() * (o.n ? o.n : n);
-  }
-  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
-  // a product under ~64 KiB of weights is not worth waking another thread for.
-  const int64_t grain = bytes < (64u << 10) ? n_rows : 16;
-  pool.parallel_for(n_rows, grain, [&](int64_t b, int64_t e, int th) {
-    float* scratch = row_scratch + th * scratch_stride;
-    int64_t first = 0;  // the current matrix's first row in [0, n_rows)
-    for (const LinearOut& o : outs) {
-      const int64_t r0 = std::max(b, first) - first, r1 = std::min(e, first + o.w->ne[1]) - first;
-      first += o.w->ne[1];
-      if (r0 >= r1) continue;
-      const uint8_t* in = o.xq ? o.xq : xq;
-      const int on = o.n ? o.n : n;
-      if (on == 1)
-        matvec_rows(*o.w, p, in, o.y + r0, r0, r1, scratch);
-      else
-        matmul_rows(*o.w, p, in, xq_row_bytes, on, o.y + r0, o.y_stride, r0, r1, scratch);
-    }
-  });
-}
-
-void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, const float* x, size_t x_stride,
-                   int n, uint8_t* xq, size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
-  const TensorView& w0 = *outs[0].w;
-  const int64_t n_in = w0.ne[0];
-  for (int t = 0; t < n; ++t) quantize_activation(w0.type, p, x + t * x_stride, xq + t * xq_row_bytes, n_in);
-  run_products(pool, p, outs, n, xq, xq_row_bytes, row_scratch, scratch_stride);
-}
 
 // The most experts run_experts runs in one chunk (a bound for its stack arrays).
 constexpr int kMaxHeldExperts = 64;
@@ -113,7 +43,14 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   out_.resize(B * cfg.n_embd);
   moe_.resize(B * k * cfg.n_embd);
   router_.resize(B * std::max(cfg.n_expert, 1));
-  probs_.resize(std::max(cfg.n_expert, 1));
+  probs_.resize(router_scratch_floats(std::max(cfg.n_expert, 1)));
+  route_opts_.n_expert = cfg.n_expert;
+  route_opts_.n_expert_used = cfg.n_expert_used;
+  route_opts_.gating = cfg.gating;
+  route_opts_.renormalize = cfg.expert_weights_norm;
+  route_opts_.scale = cfg.expert_weights_scale;
+  route_opts_.n_group = cfg.n_expert_group;
+  route_opts_.n_group_used = cfg.n_expert_group_used;
   sel_.resize(B * k);
   selw_.resize(B * k);
   scores_.resize(static_cast<size_t>(pool.n_threads()) * kQueryBlock * n_ctx);
@@ -132,7 +69,7 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
 
   // The widest input any matrix takes, and the most bytes its activations
   // need in any weight type of this model.
-  int64_t max_in = std::max({cfg.n_embd, cfg.n_head * cfg.head_dim_v, n_ff_max_});
+  int64_t max_in = std::max({cfg.n_embd, cfg.n_head * cfg.head_dim_v, n_ff_max_, cfg.n_head * cfg.mla_v});
   xq_row_bytes_ = 0;
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K})
     xq_row_bytes_ = std::max(xq_row_bytes_, activation_bytes(t, precision, 256 * ((max_in + 255) / 256)));
@@ -141,6 +78,21 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   hq_.resize(B * xq_row_bytes_);
   hq_done_.assign(B, 0);
   row_scratch_.resize(static_cast<size_t>(pool.n_threads()) * (max_in + 256));
+
+  if (cfg.is_mla()) {
+    const int H = cfg.n_head, rope = cfg.n_rot;
+    mla_qa_.resize(B * std::max(cfg.q_lora_rank, 1));
+    mla_q_.resize(B * H * (cfg.mla_nope + rope));
+    mla_kva_.resize(B * (cfg.kv_lora_rank + rope));
+    mla_o_.resize(B * H * cfg.mla_v);
+    const int64_t head_in = 256 * ((std::max(cfg.mla_nope, cfg.kv_lora_rank) + 255) / 256);
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K})
+      mla_xq_row_bytes_ = std::max(mla_xq_row_bytes_, activation_bytes(t, precision, head_in));
+    mla_xq_row_bytes_ = (mla_xq_row_bytes_ + 63) / 64 * 64;
+    mla_xq_.resize(static_cast<size_t>(H) * kMlaTokenChunk * mla_xq_row_bytes_);
+    heads_.resize(H);
+    mla_outs_.resize(H);
+  }
 }
 
 void Transformer::rms_norm(const float* x, const float* weight, int dim, float* out) const {
@@ -190,15 +142,9 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
       dequantize_row(w_.token_embd.type, embd_row_.data(), x_.data() + t * E, E);
     else
       dequantize_matrix_row(w_.token_embd, b.token, x_.data() + t * E);
-    // Rotation angles of this position: theta_i = pos * base^(-2i / n_rot).
+    // Rotation angles of this position.
     const int half = cfg_.n_rot / 2;
-    const float theta_scale = std::pow(cfg_.rope_base, -2.0f / cfg_.n_rot);
-    float theta = static_cast<float>(b.pos);
-    for (int i = 0; i < half; ++i) {
-      rope_cos_[t * half + i] = std::cos(theta);
-      rope_sin_[t * half + i] = std::sin(theta);
-      theta *= theta_scale;
-    }
+    rope_angles(cfg_, b.pos, rope_cos_.data() + t * half, rope_sin_.data() + t * half);
   }
 
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -218,9 +164,11 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     // overlap this layer's compute.
     if (predictor_ && l + 1 < cfg_.n_layer && w_.layers[l + 1].moe) {
       const LayerWeights& next = w_.layers[l + 1];
+      RouterOptions ro = route_opts_;
+      ro.selection_bias = reinterpret_cast<const float*>(next.exp_probs_b.data);
       std::span<const int> guess =
-          predictor_->predict(x_.data(), n, reinterpret_cast<const float*>(next.ffn_norm.data),
-                              next.router);
+          predictor_->predict(x_.data(), n, reinterpret_cast<const float*>(next.ffn_norm.data), next.router,
+                              reinterpret_cast<const float*>(next.router_b.data), ro);
       store_.prefetch_predicted(l + 1, guess);
     }
 
@@ -245,98 +193,6 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   if (m > 0) linear(w_.output, h_.data(), E, m, logits, cfg_.n_vocab);
 }
 
-void Transformer::attention_block(int l, std::span<const BatchToken> batch, KVCache& kv) {
-  const LayerWeights& L = w_.layers[l];
-  const int n = static_cast<int>(batch.size());
-  const int E = cfg_.n_embd, nq = cfg_.n_embd_q(), nk = cfg_.n_embd_k(), nv = cfg_.n_embd_v();
-  const int hd = cfg_.head_dim, hdv = cfg_.head_dim_v;
-  const LinearOut qkv[] = {{&L.wq, q_.data(), static_cast<size_t>(nq)},
-                           {&L.wk, k_.data(), static_cast<size_t>(nk)},
-                           {&L.wv, v_.data(), static_cast<size_t>(nv)}};
-  prefetch_next(&L.wo);  // read while the heads are rotated and attended
-  if (share_input(qkv, precision_)) {
-    linear_shared(pool_, precision_, qkv, h_.data(), E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
-                  row_scratch_.size() / pool_.n_threads());
-  } else {
-    for (const LinearOut& o : qkv) linear(*o.w, h_.data(), E, n, o.y, o.y_stride);
-  }
-
-  const int half = cfg_.n_rot / 2;
-  for (int t = 0; t < n; ++t) {
-    float* q = q_.data() + t * nq;
-    float* k = k_.data() + t * nk;
-    float* v = v_.data() + t * nv;
-    if (L.bq.data) {
-      const float* bq = reinterpret_cast<const float*>(L.bq.data);
-      const float* bk = reinterpret_cast<const float*>(L.bk.data);
-      const float* bv = reinterpret_cast<const float*>(L.bv.data);
-      for (int i = 0; i < nq; ++i) q[i] += bq[i];
-      for (int i = 0; i < nk; ++i) k[i] += bk[i];
-      for (int i = 0; i < nv; ++i) v[i] += bv[i];
-    }
-    const float* qn = reinterpret_cast<const float*>(L.q_norm.data);
-    const float* kn = reinterpret_cast<const float*>(L.k_norm.data);
-    switch (cfg_.arch->qk_norm) {
-      case QkNorm::kPerHead:
-        for (int h = 0; h < cfg_.n_head; ++h) rms_norm(q + h * hd, qn, hd, q + h * hd);
-        for (int h = 0; h < cfg_.n_head_kv; ++h) rms_norm(k + h * hd, kn, hd, k + h * hd);
-        break;
-      case QkNorm::kFull:
-        rms_norm(q, qn, nq, q);
-        rms_norm(k, kn, nk, k);
-        break;
-      case QkNorm::kNone:
-        break;
-    }
-    const float* cs = rope_cos_.data() + t * half;
-    const float* sn = rope_sin_.data() + t * half;
-    for (int h = 0; h < cfg_.n_head; ++h) rope_head(q + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
-    for (int h = 0; h < cfg_.n_head_kv; ++h)
-      rope_head(k + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
-    kv.write(batch[t].seq, l, batch[t].pos, k, v);
-  }
-
-  // softmax(q . K^T / sqrt(head_dim)) . V over positions 0..pos of the
-  // token's sequence; a work item is one head of up to kQueryBlock
-  // consecutive batch tokens, split where the sequence changes.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int group = cfg_.n_head / cfg_.n_head_kv;
-  // Short contexts are cheaper on one thread than the hand-off.
-  int64_t work = 0;
-  for (const BatchToken& b : batch) work += static_cast<int64_t>(b.pos + 1) * cfg_.n_head * hd;
-  const int64_t n_blocks = (n + kQueryBlock - 1) / kQueryBlock;
-  const int64_t items = n_blocks * cfg_.n_head;
-  pool_.parallel_for(items, work < (1 << 16) ? items : 1, [&](int64_t i0, int64_t i1, int th) {
-    float* scores = scores_.data() + static_cast<size_t>(th) * kQueryBlock * n_ctx_;
-    for (int64_t item = i0; item < i1; ++item) {
-      const int blk = static_cast<int>(item / cfg_.n_head), h = static_cast<int>(item % cfg_.n_head);
-      const int kvh = h / group;
-      const int t_end = std::min(n, (blk + 1) * kQueryBlock);
-      for (int t0 = blk * kQueryBlock; t0 < t_end;) {
-        const int seq = batch[t0].seq;
-        int32_t n_pos[kQueryBlock];
-        int m = 0;
-        while (t0 + m < t_end && batch[t0 + m].seq == seq) {
-          n_pos[m] = batch[t0 + m].pos + 1;
-          ++m;
-        }
-        const float* q = q_.data() + static_cast<size_t>(t0) * nq + h * hd;
-        float* out = att_.data() + (static_cast<size_t>(t0) * cfg_.n_head + h) * hdv;
-        const size_t out_stride = static_cast<size_t>(cfg_.n_head) * hdv;
-        if (kv.type() == DType::F16)
-          attend_batch(q, nq, m, n_pos, kv.k<uint16_t>(seq, l, kvh), kv.k_stride(), kv.v<uint16_t>(seq, l, kvh),
-                       kv.v_stride(), hd, hdv, scale, scores, out, out_stride);
-        else
-          attend_batch(q, nq, m, n_pos, kv.k<float>(seq, l, kvh), kv.k_stride(), kv.v<float>(seq, l, kvh),
-                       kv.v_stride(), hd, hdv, scale, scores, out, out_stride);
-        t0 += m;
-      }
-    }
-  });
-  prefetch_next(L.moe ? &L.router : &L.ffn_gate);
-  linear(L.wo, att_.data(), cfg_.n_head * hdv, n, out_.data(), E);
-}
-
 void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                             const float* x, int n, float* out, const TensorView* next) {
   const int E = cfg_.n_embd;
@@ -353,6 +209,34 @@ void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const 
   silu_mul(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(n) * F);
   prefetch_next(next);
   linear(down, gate_.data(), F, n, out, E);
+}
+
+void Transformer::expert_activation(int l, int e, int r0, int m, int F) {
+  const LayerWeights& L = w_.layers[l];
+  float* g = gate_.data() + static_cast<size_t>(r0) * F;
+  float* u = up_.data() + static_cast<size_t>(r0) * F;
+  if (L.gate_exps_b.data) {
+    const float* bg = reinterpret_cast<const float*>(L.gate_exps_b.data) + static_cast<size_t>(e) * F;
+    const float* bu = reinterpret_cast<const float*>(L.up_exps_b.data) + static_cast<size_t>(e) * F;
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < F; ++j) {
+        g[i * F + j] += bg[j];
+        u[i * F + j] += bu[j];
+      }
+  }
+  if (cfg_.arch->expert_activation == ExpertActivation::kSwigluClamped)
+    swiglu_clamped(g, u, g, static_cast<int64_t>(m) * F);
+  else
+    silu_mul(g, u, g, static_cast<int64_t>(m) * F);
+}
+
+void Transformer::add_down_bias(int l, int e, float* y, int m) {
+  const LayerWeights& L = w_.layers[l];
+  if (!L.down_exps_b.data) return;
+  const int E = cfg_.n_embd;
+  const float* b = reinterpret_cast<const float*>(L.down_exps_b.data) + static_cast<size_t>(e) * E;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < E; ++j) y[static_cast<size_t>(i) * E + j] += b[j];
 }
 
 void Transformer::ffn_block(int l, int n, RoutingTrace* trace) {
@@ -390,6 +274,9 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     joint &= activation_type(w.gate.type, precision_) == activation_type(w.up.type, precision_) &&
              w.gate.ne[1] == F && w.up.ne[1] == F && w.down.ne[0] == F;
   }
+  const LayerWeights& L = w_.layers[l];
+  CLB_CHECK(joint || (!L.gate_exps_b.data && cfg_.arch->expert_activation == ExpertActivation::kSilu),
+            "layer %d: experts whose gate, up and down differ in type or width run only with silu and no biases", l);
   if (!joint) {  // mixed types inside an expert: one expert at a time
     for (int j = 0; j < count; ++j) {
       for (int i = 0; i < m[j]; ++i)
@@ -431,7 +318,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     prefetch_next(&held_[0].down);
     run_products(pool_, precision_, std::span<const LinearOut>(outs, 2 * count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
-    silu_mul(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(rows) * F);
+    for (int j = 0; j < count; ++j) expert_activation(l, experts[j], first[j], m[j], F);
     // 2. Every down, each on its own rows: one job.
     for (int j = 0; j < count; ++j) {
       uint8_t* xq = xq_.data() + first[j] * xrb;
@@ -443,6 +330,8 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     prefetch_next(next);
     run_products(pool_, precision_, std::span<const LinearOut>(outs, count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
+    for (int j = 0; j < count; ++j)
+      add_down_bias(l, experts[j], gx_.data() + static_cast<size_t>(first[j]) * E, m[j]);
   }
   for (int j = 0; j < count; ++j) store_.release(l, experts[j]);
   // Each row's output to its (token, rank) slot: the sum after has one fixed
@@ -455,7 +344,8 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
 void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   const LayerWeights& L = w_.layers[l];
   const int E = cfg_.n_embd, X = cfg_.n_expert, K = cfg_.n_expert_used;
-  const RouterOptions ro{X, K, cfg_.arch->renorm_expert_weights};
+  RouterOptions ro = route_opts_;
+  ro.selection_bias = reinterpret_cast<const float*>(L.exp_probs_b.data);
 
   // 1. Route every token.
   linear(L.router, h_.data(), E, n, router_.data(), X);
@@ -463,7 +353,12 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   for (int t = 0; t < n; ++t) {
     int32_t* ids = sel_.data() + t * K;
     float* wts = selw_.data() + t * K;
-    route_softmax_topk(router_.data() + t * X, ro, probs_.data(), ids, wts);
+    float* logits = router_.data() + t * X;
+    if (L.router_b.data) {
+      const float* b = reinterpret_cast<const float*>(L.router_b.data);
+      for (int e = 0; e < X; ++e) logits[e] += b[e];
+    }
+    route(logits, ro, probs_.data(), ids, wts);
     for (int j = 0; j < K; ++j) {
       ++group_count_[ids[j]];
       ++usage_[static_cast<size_t>(l) * X + ids[j]];

@@ -17,6 +17,7 @@
 #include "base/thread_pool.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/linear.h"
 #include "model/weights.h"
 #include "moe/expert_store.h"
 #include "moe/predict.h"
@@ -65,11 +66,28 @@ class Transformer {
   const std::vector<uint64_t>& expert_usage() const { return usage_; }
 
  private:
+  // attention.cpp: the block, by the family's attention kind.
   void attention_block(int l, std::span<const BatchToken> batch, KVCache& kv);
+  void multi_head_attention(int l, std::span<const BatchToken> batch, KVCache& kv);
+  void latent_attention(int l, std::span<const BatchToken> batch, KVCache& kv);
+  // Every query head of the batch against layer l's cache (window, sinks and
+  // scale as the layer has them): q_all rows of q_stride floats, outputs
+  // (n_head * head_dim_v) per token to out_all.
+  void attend_heads(int l, std::span<const BatchToken> batch, const KVCache& kv, const float* q_all,
+                    int q_stride, float* out_all);
+  // y_h = w_h . x_h for every head h of a 3-D weight (n_head slabs), all
+  // heads' products one parallel job per chunk of tokens.
+  void head_products(const TensorView& w, const float* x, size_t x_stride, int x_head_stride, int n, float* y,
+                     size_t y_stride, int y_head_stride);
   void ffn_block(int l, int n, RoutingTrace* trace);
   // next: the weights read after down, for prefetch_next (null: unknown).
   void dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                  const float* x, int n, float* out, const TensorView* next);
+  // act(gate + b_gate, up + b_up) for rows [r0, r0 + m) of gate_/up_ (width F)
+  // of routed expert e in layer l: the family's activation, with the
+  // experts' biases where it has them.
+  void expert_activation(int l, int e, int r0, int m, int F);
+  void add_down_bias(int l, int e, float* y, int m);
   void moe_ffn(int l, int n, RoutingTrace* trace);
   // The routed experts experts[0..count) of layer l for their tokens among
   // the batch's n: every gate/up product in one parallel job, every down in
@@ -105,7 +123,8 @@ class Transformer {
   AlignedBuffer<float> out_;    // block output (n_embd)
   AlignedBuffer<float> moe_;    // per (token, rank) expert outputs (k * n_embd)
   AlignedBuffer<float> router_; // router logits (n_expert)
-  AlignedBuffer<float> probs_;  // (n_expert)
+  AlignedBuffer<float> probs_;  // router scratch (router_scratch_floats)
+  RouterOptions route_opts_;    // the model's routing; selection bias per layer
   AlignedBuffer<int32_t> sel_;  // (k) per token
   AlignedBuffer<float> selw_;   // (k) per token
   AlignedBuffer<float> scores_; // attention scores per thread (n_ctx)
@@ -123,6 +142,16 @@ class Transformer {
   AlignedBuffer<int32_t> group_count_; // (n_expert)
   AlignedBuffer<int> distinct_;        // (n_expert) experts routed to in this layer
   AlignedBuffer<float> gx_;            // gathered inputs (max_batch, n_embd)
+  // Multi-head latent attention (MLA families only).
+  static constexpr int kMlaTokenChunk = 16;  // tokens per batch of per-head products
+  AlignedBuffer<float> mla_qa_;    // (max_batch, q_lora_rank)
+  AlignedBuffer<float> mla_q_;     // (max_batch, n_head * (nope + rope)): q as projected
+  AlignedBuffer<float> mla_kva_;   // (max_batch, kv_lora_rank + rope)
+  AlignedBuffer<float> mla_o_;     // (max_batch, n_head * v): values after W_v_b
+  AlignedBuffer<uint8_t> mla_xq_;  // (n_head, kMlaTokenChunk) quantized head inputs
+  size_t mla_xq_row_bytes_ = 0;
+  std::vector<TensorView> heads_;  // (n_head) slabs of a per-head weight
+  std::vector<LinearOut> mla_outs_;  // (n_head)
   AlignedBuffer<uint8_t> embd_row_;    // a token embedding row read from the file (its stored type)
   std::vector<ExpertWeights> held_;    // (n_expert) experts acquired together
   size_t xq_row_bytes_ = 0;

@@ -41,6 +41,7 @@ class Binder {
     return f_.view(*t);
   }
   const GgufTensor* raw(const std::string& name) const { return f_.find_tensor(name); }
+  const std::string& file_name() const { return f_.name(); }
   uint64_t used_bytes() const { return used_bytes_; }
 
  private:
@@ -55,6 +56,32 @@ class Binder {
 
 std::string blk(int l, const char* what) { return strprintf("blk.%d.%s.weight", l, what); }
 std::string blk_bias(int l, const char* what) { return strprintf("blk.%d.%s.bias", l, what); }
+
+// Multi-head latent attention: q through the low-rank path (attn_q_a ->
+// norm -> attn_q_b) or plain attn_q, the latent and rope key from
+// attn_kv_a_mqa, and the per-head up-projections attn_k_b / attn_v_b.
+void bind_latent_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& L) {
+  const int64_t E = c.n_embd, H = c.n_head, R = c.kv_lora_rank, rope = c.n_rot;
+  const int64_t q_width = H * (c.mla_nope + rope);
+  if (c.q_lora_rank > 0 || b.raw(blk(l, "attn_q_a"))) {
+    CLB_CHECK(c.q_lora_rank > 0, "%s: tensor %s is present but attention.q_lora_rank is 0", b.file_name().c_str(),
+              blk(l, "attn_q_a").c_str());
+    L.wq_a = b.get(blk(l, "attn_q_a"), {E, c.q_lora_rank});
+    L.q_a_norm = b.get(blk(l, "attn_q_a_norm"), {c.q_lora_rank}, true, true);
+    L.wq_b = b.get(blk(l, "attn_q_b"), {c.q_lora_rank, q_width});
+  } else {
+    L.wq = b.get(blk(l, "attn_q"), {E, q_width});
+  }
+  L.wkv_a = b.get(blk(l, "attn_kv_a_mqa"), {E, R + rope});
+  L.kv_a_norm = b.get(blk(l, "attn_kv_a_norm"), {R}, true, true);
+  CLB_CHECK(!c.mla_legacy_kv_b,
+            "%s: layer %d: this file has the older single attn_kv_b layout (no attention.key_length_mla); "
+            "convert it again with a current converter, which writes attn_k_b and attn_v_b",
+            b.file_name().c_str(), l);
+  L.wk_b = b.get(blk(l, "attn_k_b"), {c.mla_nope, R, H});
+  L.wv_b = b.get(blk(l, "attn_v_b"), {R, c.mla_v, H});
+  L.wo = b.get(blk(l, "attn_output"), {H * c.mla_v, E});
+}
 
 }  // namespace
 
@@ -74,30 +101,43 @@ ModelWeights bind_weights(const GgufFile& f, ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     L.attn_norm = b.get(blk(l, "attn_norm"), {E}, true, true);
-    L.wq = b.get(blk(l, "attn_q"), {E, nq});
-    L.wk = b.get(blk(l, "attn_k"), {E, nk});
-    L.wv = b.get(blk(l, "attn_v"), {E, nv});
-    L.wo = b.get(blk(l, "attn_output"), {c.n_head * static_cast<int64_t>(c.head_dim_v), E});
-    if (a.attn_bias) {
-      L.bq = b.get(blk_bias(l, "attn_q"), {nq}, true, true);
-      L.bk = b.get(blk_bias(l, "attn_k"), {nk}, true, true);
-      L.bv = b.get(blk_bias(l, "attn_v"), {nv}, true, true);
+    if (c.is_mla()) {
+      bind_latent_attention(b, c, l, L);
+    } else {
+      L.wq = b.get(blk(l, "attn_q"), {E, nq});
+      L.wk = b.get(blk(l, "attn_k"), {E, nk});
+      L.wv = b.get(blk(l, "attn_v"), {E, nv});
+      L.wo = b.get(blk(l, "attn_output"), {c.n_head * static_cast<int64_t>(c.head_dim_v), E});
+      // Biases: required where the family always has them, taken wherever
+      // the file has them (GLM-4.5's q/k/v).
+      L.bq = b.get(blk_bias(l, "attn_q"), {nq}, a.attn_bias, true);
+      L.bk = b.get(blk_bias(l, "attn_k"), {nk}, a.attn_bias, true);
+      L.bv = b.get(blk_bias(l, "attn_v"), {nv}, a.attn_bias, true);
+      CLB_CHECK((L.bq.data != nullptr) == (L.bk.data != nullptr) && (L.bk.data != nullptr) == (L.bv.data != nullptr),
+                "%s: layer %d: attn_q/k/v biases must come together", f.name().c_str(), l);
+      L.bo = b.get(blk_bias(l, "attn_output"), {E}, false, true);
+      const bool qk_norm = !a.qk_norm_optional || b.raw(blk(l, "attn_q_norm")) != nullptr;
+      if (qk_norm && a.qk_norm == QkNorm::kPerHead) {
+        L.q_norm = b.get(blk(l, "attn_q_norm"), {c.head_dim}, true, true);
+        L.k_norm = b.get(blk(l, "attn_k_norm"), {c.head_dim}, true, true);
+      } else if (qk_norm && a.qk_norm == QkNorm::kFull) {
+        L.q_norm = b.get(blk(l, "attn_q_norm"), {nq}, true, true);
+        L.k_norm = b.get(blk(l, "attn_k_norm"), {nk}, true, true);
+      }
+      if (a.attn_sinks) L.sinks = b.get(blk(l, "attn_sinks"), {c.n_head}, true, true);
     }
-    if (a.qk_norm == QkNorm::kPerHead) {
-      L.q_norm = b.get(blk(l, "attn_q_norm"), {c.head_dim}, true, true);
-      L.k_norm = b.get(blk(l, "attn_k_norm"), {c.head_dim}, true, true);
-    } else if (a.qk_norm == QkNorm::kFull) {
-      L.q_norm = b.get(blk(l, "attn_q_norm"), {nq}, true, true);
-      L.k_norm = b.get(blk(l, "attn_k_norm"), {nk}, true, true);
-    }
-    L.ffn_norm = b.get(blk(l, "ffn_norm"), {E}, true, true);
+    L.ffn_norm = b.get(blk(l, a.ffn_norm_name), {E}, true, true);
 
     // A layer is MoE when the file has its expert stacks (llama files mix
-    // both kinds across families; the config says how many experts).
-    L.moe = c.is_moe() && b.raw(blk(l, "ffn_gate_exps")) != nullptr;
+    // both kinds across families); families with leading dense layers have
+    // them in every later layer.
+    L.moe = c.is_moe() && (c.n_layer_dense_lead > 0 ? l >= c.n_layer_dense_lead
+                                                    : b.raw(blk(l, "ffn_gate_exps")) != nullptr);
     if (L.moe) {
       const int64_t X = c.n_expert, F = c.n_ff_exp;
       L.router = b.get(blk(l, "ffn_gate_inp"), {E, X});
+      L.router_b = b.get(blk_bias(l, "ffn_gate_inp"), {X}, false, true);
+      L.exp_probs_b = b.get(blk_bias(l, "exp_probs_b"), {X}, a.default_gating == Gating::kSigmoid, true);
       ExpertTensors& x = w.experts[l];
       x.gate_exps = b.get(blk(l, "ffn_gate_exps"), {E, F, X});
       x.up_exps = b.get(blk(l, "ffn_up_exps"), {E, F, X});
@@ -109,6 +149,10 @@ ModelWeights bind_weights(const GgufFile& f, ModelConfig& c) {
       x.up_offset = b.raw(blk(l, "ffn_up_exps"))->offset;
       x.down_offset = b.raw(blk(l, "ffn_down_exps"))->offset;
       w.expert_bytes += x.slab_bytes() * X;
+      const bool expert_bias = a.expert_activation == ExpertActivation::kSwigluClamped;
+      L.gate_exps_b = b.get(blk_bias(l, "ffn_gate_exps"), {F, X}, expert_bias, true);
+      L.up_exps_b = b.get(blk_bias(l, "ffn_up_exps"), {F, X}, expert_bias, true);
+      L.down_exps_b = b.get(blk_bias(l, "ffn_down_exps"), {E, X}, expert_bias, true);
       if (c.n_ff_shexp > 0) {
         const int64_t S = c.n_ff_shexp;
         L.shexp_gate = b.get(blk(l, "ffn_gate_shexp"), {E, S});

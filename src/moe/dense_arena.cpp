@@ -55,11 +55,7 @@ std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w, bool embeddi
   std::vector<std::pair<TensorView*, int>> views = {{&w.output_norm, n_layer + 1}, {&w.output, n_layer + 1}};
   if (!(embeddings_on_demand && embeddings_separate(w))) views.emplace_back(&w.token_embd, 0);
   for (int l = 0; l < n_layer; ++l) {
-    LayerWeights& L = w.layers[l];
-    for (TensorView* v : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
-                          &L.k_norm, &L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.router,
-                          &L.shexp_gate, &L.shexp_up, &L.shexp_down, &L.shexp_gate_inp})
-      views.emplace_back(v, 1 + l);
+    w.layers[l].for_each([&](TensorView& v) { views.emplace_back(&v, 1 + l); });
   }
   CLB_CHECK(!f.tensors().empty(), "%s: the file has no tensors", f.name().c_str());
   const GgufTensor& t0 = f.tensors().front();
@@ -173,7 +169,9 @@ struct DenseArena::Loader {
     // Matrices the kernels read packed (tensor/ops.h packs) are packed now,
     // once, on the way down to the aligned place.
     const TensorView& v0 = *r.views.front();
-    const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.n_rows());
+    // A 3-D tensor (per-head MLA matrices) packs only when each of its
+    // matrices is whole groups, so a slab view stays a packed matrix.
+    const bool pack = v0.ne[1] > 1 && packs(v0.type, v0.ne[1]) && packs(v0.type, v0.n_rows());
     if (pack)
       pack_rows(v0.type, src, dst, v0.n_rows(), v0.ne[0]);
     else if (dst != src)

@@ -139,7 +139,9 @@ uint64_t detect_memory_limit(std::string* source) {
 
 uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_seq,
                                 int n_threads, int kv_bytes) {
-  const uint64_t kv = static_cast<uint64_t>(kv_bytes) * n_seq * c.n_layer * n_ctx * (c.n_embd_k() + c.n_embd_v());
+  // MLA caches one latent row a token whose first values are the values.
+  const uint64_t kv_row = c.is_mla() ? c.n_embd_k() : c.n_embd_k() + c.n_embd_v();
+  const uint64_t kv = static_cast<uint64_t>(kv_bytes) * n_seq * c.n_layer * n_ctx * kv_row;
   const uint64_t k = std::max(c.n_expert_used, 1);
   const uint64_t n_ff_max = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
   const uint64_t max_in = std::max<uint64_t>({static_cast<uint64_t>(c.n_embd),

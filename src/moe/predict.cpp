@@ -23,7 +23,7 @@ ExpertPredictor::ExpertPredictor(int n_embd, int n_expert, int n_expert_used, fl
   xq_.resize(xq);
   scratch_.resize(n_embd + 256);
   logits_.resize(n_expert);
-  probs_.resize(n_expert);
+  probs_.resize(router_scratch_floats(n_expert));
   ids_.resize(n_expert_used);
   wts_.resize(n_expert_used);
   seen_.resize(n_expert);
@@ -31,10 +31,10 @@ ExpertPredictor::ExpertPredictor(int n_embd, int n_expert, int n_expert_used, fl
 }
 
 std::span<const int> ExpertPredictor::predict(const float* x, int n, const float* norm,
-                                              const TensorView& router) {
+                                              const TensorView& router, const float* router_bias,
+                                              const RouterOptions& ro) {
   CLB_ASSERT(router.ne[0] == n_embd_ && router.ne[1] == n_expert_);
   std::memset(seen_.data(), 0, n_expert_);
-  const RouterOptions ro{n_expert_, k_, false};
   for (int t = 0; t < n; ++t) {
     const float* row = x + static_cast<size_t>(t) * n_embd_;
     double sum = 0;
@@ -43,7 +43,9 @@ std::span<const int> ExpertPredictor::predict(const float* x, int n, const float
     for (int i = 0; i < n_embd_; ++i) xn_[i] = row[i] * scale * norm[i];
     quantize_activation(router.type, precision_, xn_.data(), xq_.data(), n_embd_);
     matvec_rows(router, precision_, xq_.data(), logits_.data(), 0, n_expert_, scratch_.data());
-    route_softmax_topk(logits_.data(), ro, probs_.data(), ids_.data(), wts_.data());
+    if (router_bias)
+      for (int e = 0; e < n_expert_; ++e) logits_[e] += router_bias[e];
+    route(logits_.data(), ro, probs_.data(), ids_.data(), wts_.data());
     for (int j = 0; j < k_; ++j) seen_[ids_[j]] = 1;
   }
   int m = 0;

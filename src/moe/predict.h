@@ -12,6 +12,7 @@
 #include <span>
 
 #include "base/aligned_buffer.h"
+#include "moe/router.h"
 #include "tensor/ops.h"
 #include "tensor/view.h"
 
@@ -24,9 +25,11 @@ class ExpertPredictor {
 
   // x: n rows of n_embd floats (stride n_embd), the residual stream.
   // norm: the next layer's ffn_norm (n_embd, F32); router: its ffn_gate_inp
-  // (n_expert, n_embd). Returns the distinct experts any token would pick,
+  // (n_expert, n_embd); router_bias its bias (n_expert) or null; ro the
+  // layer's routing. Returns the distinct experts any token would pick,
   // ascending; valid until the next call.
-  std::span<const int> predict(const float* x, int n, const float* norm, const TensorView& router);
+  std::span<const int> predict(const float* x, int n, const float* norm, const TensorView& router,
+                               const float* router_bias, const RouterOptions& ro);
 
  private:
   int n_embd_, n_expert_, k_;
@@ -36,7 +39,7 @@ class ExpertPredictor {
   AlignedBuffer<uint8_t> xq_;    // the row in the router's activation type
   AlignedBuffer<float> scratch_; // (n_embd + 256) for the reference path
   AlignedBuffer<float> logits_;  // (n_expert)
-  AlignedBuffer<float> probs_;   // (n_expert)
+  AlignedBuffer<float> probs_;   // router scratch
   AlignedBuffer<int32_t> ids_;   // (k)
   AlignedBuffer<float> wts_;     // (k)
   AlignedBuffer<uint8_t> seen_;  // (n_expert)

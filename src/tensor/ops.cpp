@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "tensor/half.h"
 #include "tensor/kernels/dispatch.h"
+#include "tensor/kernels/ref/ref.h"
 
 namespace colibri {
 
@@ -195,36 +196,40 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
 
 void silu_mul(const float* g, const float* u, float* y, int64_t n) { active_kernel_table().silu_mul(g, u, y, n); }
 
+void swiglu_clamped(const float* g, const float* u, float* y, int64_t n) { ref::swiglu_clamped(g, u, y, n); }
+
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink) {
   CLB_ASSERT(n_pos >= 1);
   active_kernel_table().attend(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
-                               scores, out);
+                               scores, out, sink);
 }
 
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
                   size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride) {
+                  float scale, float* scores, float* out, size_t out_stride, float sink) {
   CLB_ASSERT(n_q >= 1);
   for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
   active_kernel_table().attend_batch(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
-                                     head_dim_v, scale, scores, out, out_stride);
+                                     head_dim_v, scale, scores, out, out_stride, sink);
 }
 
 void attend(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink) {
   CLB_ASSERT(n_pos >= 1);
   active_kernel_table().attend_f16(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
-                                   scores, out);
+                                   scores, out, sink);
 }
 
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
                   size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride) {
+                  float scale, float* scores, float* out, size_t out_stride, float sink) {
   CLB_ASSERT(n_q >= 1);
   for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
   active_kernel_table().attend_batch_f16(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
-                                         head_dim_v, scale, scores, out, out_stride);
+                                         head_dim_v, scale, scores, out, out_stride, sink);
 }
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {

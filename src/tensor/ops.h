@@ -10,6 +10,7 @@
 //    with F32 activations; compared against NAME.dequant-f32.json.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -61,9 +62,11 @@ void dequantize_matrix_row(const TensorView& w, int64_t r, float* dst);
 
 // One query head's attention over n_pos cached positions (F32, strides in
 // floats): out[0..head_dim_v) = softmax_p(scale * q . k_p) weighted sum of v_p.
-// `scores` is scratch for n_pos floats.
+// `scores` is scratch for n_pos floats. A finite `sink` is one more logit in
+// the softmax with no value (an attention sink): the weights sum below 1.
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink = -INFINITY);
 
 // attend() for n_q query heads that share one sequence's cache (the tokens of
 // a prompt batch): each cached key and value row is read once for all of
@@ -71,18 +74,24 @@ void attend(const float* q, const float* k, size_t k_stride, const float* v, siz
 // writes out + i * out_stride; `scores` is scratch for n_q * max(n_pos) floats.
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
                   size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride);
+                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
 
 // The same over a cache stored as F16 (IEEE half bits, strides in halves); an
 // F16 cache gives the bits an F32 cache holding the same values gives.
 void attend(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out);
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink = -INFINITY);
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
                   size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride);
+                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
 
 // y[i] = silu(g[i]) * u[i] (y may be g or u): the gated FFN's activation.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
+
+// GPT-OSS's clamped SwiGLU (y may be g or u): with x = min(g, 7),
+// y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1). Scalar: it runs on the k
+// experts' F values a token, next to products over F x n_embd weights.
+void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
 
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

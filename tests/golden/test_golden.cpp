@@ -33,6 +33,10 @@ Tolerance tolerance_for(const std::string& model, bool dequant_ref) {
     return {1e-3, 1e-3};
   if (model.find("bf16") != std::string::npos) return {0.2, 3e-2};
   if (model.find("f16") != std::string::npos) return {3e-2, 1e-2};
+  // Sigmoid-routed files record their gaps in score units, not logits, and
+  // flip at gaps up to 0.025 under 8-bit activations (README, DeepSeek and
+  // GLM sections): G = 0.5 would excuse every row.
+  if (model.rfind("deepseek-v3", 0) == 0 || model.rfind("glm4moe", 0) == 0) return {0.6, 0.03};
   return {0.6, 0.5};
 }
 
@@ -184,7 +188,7 @@ TEST_P(Golden, MatchesLlamaCpp) {
   EngineOptions o;
   o.model_path = (kGolden / (p.model + ".gguf")).string();
   o.n_ctx = 512;
-  o.n_batch = 64;
+  o.n_batch = 128;  // the longest golden prompts have 94 tokens
   o.n_threads = 2;
   o.precision = p.dequant ? Precision::kReference : Precision::kNative;
   o.kv_type = DType::F32;  // as the references were made
@@ -217,7 +221,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
 TEST(GoldenPresence, SharedDataAvailable) {
   if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent: golden tests skipped";
-  EXPECT_EQ(golden_params().size(), 22u + 15u) << "expected 22 models and 15 dequant references";
+  EXPECT_EQ(golden_params().size(), 30u + 18u) << "expected 30 models and 18 dequant references";
 }
 
 // llama2.c's run.c greedy output from the empty prompt, for the dense model

@@ -383,7 +383,10 @@ TEST(Predict, MatchesDirectTopK) {
   }
   std::sort(want.begin(), want.end());
   want.erase(std::unique(want.begin(), want.end()), want.end());
-  std::span<const int> got = pred.predict(x.data(), 3, norm, L.router);
+  RouterOptions ro;
+  ro.n_expert = X;
+  ro.n_expert_used = K;
+  std::span<const int> got = pred.predict(x.data(), 3, norm, L.router, nullptr, ro);
   EXPECT_EQ(std::vector<int>(got.begin(), got.end()), want);
   fs::remove(path);
 }

@@ -30,12 +30,14 @@ using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uin
 // or uint16_t F16 bits, read exactly as the floats they hold; strides in
 // elements): scores[p] = scale * dot(q, k + p * k_stride) for p < n_pos,
 // softmax over them, out[0..head_dim_v) = sum_p softmax_p * (v + p *
-// v_stride). `scores` holds n_pos floats of scratch. An F16 cache gives what
+// v_stride). `scores` holds n_pos floats of scratch. `sink` (-inf: none) is
+// a learned logit that joins the softmax's denominator and adds no value
+// (GPT-OSS's attention sinks): the weights then sum to less than 1. An F16 cache gives what
 // an F32 cache holding the same values gives.
 template <typename KV>
 using AttendKvFn = void (*)(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                             int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
-                            float* out);
+                            float* out, float sink);
 
 // Several query heads against one sequence's cache: query i (at q + i *
 // q_stride) sees positions [0, n_pos[i]) and writes out + i * out_stride.
@@ -45,7 +47,7 @@ template <typename KV>
 using AttendBatchKvFn = void (*)(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
                                  const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                                  int head_dim, int head_dim_v, float scale, float* scores, float* out,
-                                 size_t out_stride);
+                                 size_t out_stride, float sink);
 
 // y[i] = silu(g[i]) * u[i], silu(x) = x / (1 + e^-x): the gated FFN's
 // activation. y may be g or u. Each y[i] depends on g[i] and u[i] alone, not

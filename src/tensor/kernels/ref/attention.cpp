@@ -17,7 +17,7 @@ float to_f32(uint16_t h) { return half_to_float(h); }
 // element type (float, or F16 bits read exactly as floats).
 template <typename KV>
 void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+            int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink) {
   float max = -INFINITY;
   for (int64_t p = 0; p < n_pos; ++p) {
     const KV* kp = k + p * k_stride;
@@ -26,7 +26,9 @@ void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_
     scores[p] = s * scale;
     max = std::max(max, scores[p]);
   }
-  double sum = 0;
+  // A sink enters the denominator only, at its own logit.
+  max = std::max(max, sink);
+  double sum = std::exp(sink - max);
   for (int64_t p = 0; p < n_pos; ++p) {
     scores[p] = std::exp(scores[p] - max);
     sum += scores[p];
@@ -43,19 +45,19 @@ void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_
 template <typename KV>
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
                   size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride) {
+                  float scale, float* scores, float* out, size_t out_stride, float sink) {
   for (int i = 0; i < n_q; ++i)
     attend(q + i * q_stride, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores,
-           out + i * out_stride);
+           out + i * out_stride, sink);
 }
 
 template void attend<float>(const float*, const float*, size_t, const float*, size_t, int64_t, int, int,
-                            float, float*, float*);
+                            float, float*, float*, float);
 template void attend<uint16_t>(const float*, const uint16_t*, size_t, const uint16_t*, size_t, int64_t, int,
-                               int, float, float*, float*);
+                               int, float, float*, float*, float);
 template void attend_batch<float>(const float*, size_t, int, const int32_t*, const float*, size_t,
-                                  const float*, size_t, int, int, float, float*, float*, size_t);
+                                  const float*, size_t, int, int, float, float*, float*, size_t, float);
 template void attend_batch<uint16_t>(const float*, size_t, int, const int32_t*, const uint16_t*, size_t,
-                                     const uint16_t*, size_t, int, int, float, float*, float*, size_t);
+                                     const uint16_t*, size_t, int, int, float, float*, float*, size_t, float);
 
 }  // namespace colibri::ref

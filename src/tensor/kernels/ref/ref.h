@@ -73,15 +73,17 @@ void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
 
 // kernel_table.h's SiluMulFn: x / (1 + std::exp(-x)) per element.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
+// GPT-OSS's SwiGLU: x = min(g, 7), y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1).
+void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
 
 // kernel_table.h's AttendKvFn and AttendBatchKvFn, for KV = float and
 // uint16_t (F16 bits): llama2.c's loops, the softmax sum in double.
 template <typename KV>
 void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out);
+            int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink);
 template <typename KV>
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
                   size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride);
+                  float scale, float* scores, float* out, size_t out_stride, float sink);
 
 }  // namespace colibri::ref

@@ -365,9 +365,9 @@ inline void weighted_rows(const float* scores, const KV* v, size_t v_stride, int
 
 template <typename KV>
 void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
-                int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+                int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink) {
   if (head_dim < 16 || head_dim_v < 16) {
-    attend_x86(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale, scores, out);
+    attend_x86(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale, scores, out, sink);
     return;
   }
   const int hd16 = head_dim & ~15;
@@ -399,7 +399,7 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     scores[p] = tail(kp, _mm512_reduce_add_ps(a));
   }
 
-  const float inv = softmax_exp(scores, n_pos);
+  const float inv = softmax_exp(scores, n_pos, sink);
   // One pass over the rows per 128 dimensions (8 accumulators hide the fma
   // latency), then 64, then 16, then single dimensions.
   int i0 = 0;
@@ -421,26 +421,26 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
 template <int G, typename KV>
 void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
                       const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                      float* out, size_t out_stride) {
+                      float* out, size_t out_stride, float sink) {
   if (head_dim < 16 || head_dim_v < 16) {  // the 8-lane kernel, four queries at a time
     for (int g0 = 0; g0 < G; g0 += 4) {
       const float* qg = q + g0 * q_stride;
       float* og = out + g0 * out_stride;
       switch (std::min(4, G - g0)) {
         case 1:
-          attend_x86(qg, k, k_stride, v, v_stride, n_pos[g0], head_dim, head_dim_v, scale, scores, og);
+          attend_x86(qg, k, k_stride, v, v_stride, n_pos[g0], head_dim, head_dim_v, scale, scores, og, sink);
           break;
         case 2:
           attend_group<2>(qg, q_stride, n_pos + g0, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
-                          scores, og, out_stride);
+                          scores, og, out_stride, sink);
           break;
         case 3:
           attend_group<3>(qg, q_stride, n_pos + g0, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
-                          scores, og, out_stride);
+                          scores, og, out_stride, sink);
           break;
         default:
           attend_group<4>(qg, q_stride, n_pos + g0, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
-                          scores, og, out_stride);
+                          scores, og, out_stride, sink);
       }
     }
     return;
@@ -492,7 +492,7 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
 
   float inv[G];
   for (int g = 0; g < G; ++g) {
-    inv[g] = softmax_exp(scores + g * P, n_pos[g]);
+    inv[g] = softmax_exp(scores + g * P, n_pos[g], sink);
     std::fill(scores + g * P + n_pos[g], scores + (g + 1) * P, 0.0f);
   }
 
@@ -539,9 +539,9 @@ struct GroupKernel512 {
   template <int G, typename KV>
   static void run(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
                   const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride) {
+                  float* out, size_t out_stride, float sink) {
     attend_group_512<G>(q, q_stride, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores,
-                        out, out_stride);
+                        out, out_stride, sink);
   }
 };
 

@@ -519,13 +519,15 @@ inline __m256 exp_nonpositive(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-// scores[p] = e^(scores[p] - max) for p < n; returns 1 / their sum.
-inline float softmax_exp(float* scores, int64_t n) {
+// scores[p] = e^(scores[p] - max) for p < n; returns 1 / their sum, with
+// the sink's e^(sink - max) in the sum (max over the scores and the sink).
+inline float softmax_exp(float* scores, int64_t n, float sink) {
   __m256 mv = _mm256_set1_ps(-INFINITY);
   int64_t p = 0;
   for (; p + 8 <= n; p += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(scores + p));
   float max = hmax(mv);
   for (; p < n; ++p) max = std::max(max, scores[p]);
+  max = std::max(max, sink);
   const __m256 maxv = _mm256_set1_ps(max);
   __m256 sv = _mm256_setzero_ps();
   p = 0;
@@ -534,7 +536,7 @@ inline float softmax_exp(float* scores, int64_t n) {
     _mm256_storeu_ps(scores + p, e);
     sv = _mm256_add_ps(sv, e);
   }
-  float sum = hsum(sv);
+  float sum = hsum(sv) + std::exp(sink - max);
   for (; p < n; ++p) {
     scores[p] = std::exp(scores[p] - max);
     sum += scores[p];
@@ -610,7 +612,7 @@ inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int
 template <typename KV>
 void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                 int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
-                float* out) {
+                float* out, float sink) {
   const int hd8 = head_dim & ~7;
   int64_t p = 0;
   for (; p + 4 <= n_pos; p += 4) {
@@ -641,7 +643,7 @@ void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     scores[p] = s * scale;
   }
 
-  const float inv = softmax_exp(scores, n_pos);
+  const float inv = softmax_exp(scores, n_pos, sink);
 
   // One pass over the rows per 64 dimensions (8 accumulators hide the fma
   // latency), then 8, then single dimensions.
@@ -681,7 +683,7 @@ void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_
 template <int G, typename KV>
 void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k,
                   size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride) {
+                  float scale, float* scores, float* out, size_t out_stride, float sink) {
   int64_t P = 0;
   for (int g = 0; g < G; ++g) P = std::max<int64_t>(P, n_pos[g]);
   const int hd8 = head_dim & ~7;
@@ -728,7 +730,7 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
 
   float inv[G];
   for (int g = 0; g < G; ++g) {
-    inv[g] = softmax_exp(scores + g * P, n_pos[g]);
+    inv[g] = softmax_exp(scores + g * P, n_pos[g], sink);
     std::fill(scores + g * P + n_pos[g], scores + (g + 1) * P, 0.0f);
   }
 
@@ -765,9 +767,9 @@ struct GroupKernel {
   template <int G, typename KV>
   static void run(const float* q, size_t q_stride, const int32_t* n_pos, const KV* k, size_t k_stride,
                   const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride) {
+                  float* out, size_t out_stride, float sink) {
     attend_group<G>(q, q_stride, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores,
-                    out, out_stride);
+                    out, out_stride, sink);
   }
 };
 
@@ -777,10 +779,10 @@ template <typename KV, auto Single = &attend_x86<KV>, typename Group = GroupKern
 void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n_pos,
                       const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                       int head_dim, int head_dim_v, float scale, float* scores, float* out,
-                      size_t out_stride) {
+                      size_t out_stride, float sink) {
   constexpr int kMax = Group::kMaxGroup;
   using Fn = void (*)(const float*, size_t, const int32_t*, const KV*, size_t, const KV*, size_t, int, int,
-                      float, float*, float*, size_t);
+                      float, float*, float*, size_t, float);
   static constexpr auto kGroups = []<int... Gs>(std::integer_sequence<int, Gs...>) {
     return std::array<Fn, sizeof...(Gs)>{&Group::template run<Gs + 2, KV>...};
   }(std::make_integer_sequence<int, kMax - 1>{});
@@ -789,10 +791,10 @@ void attend_batch_x86(const float* q, size_t q_stride, int n_q, const int32_t* n
     float* oi = out + i * out_stride;
     const int m = std::min(kMax, n_q - i);
     if (m == 1)
-      Single(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi);
+      Single(qi, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale, scores, oi, sink);
     else
       kGroups[m - 2](qi, q_stride, n_pos + i, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
-                     scores, oi, out_stride);
+                     scores, oi, out_stride, sink);
   }
 }
 

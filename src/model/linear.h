@@ -1,0 +1,74 @@
+// Matrix products of the forward pass split across the thread pool: several
+// matrices that read one input share its quantization and one parallel job.
+// Internal to model/ (transformer.cpp and attention.cpp).
+#pragma once
+
+#include <algorithm>
+#include <span>
+
+#include "base/thread_pool.h"
+#include "tensor/ops.h"
+#include "tensor/view.h"
+
+namespace colibri {
+
+// One matrix of a product whose input it may share with others.
+struct LinearOut {
+  const TensorView* w;
+  float* y;         // (n, y_stride)
+  size_t y_stride;
+  const uint8_t* xq = nullptr;  // its own quantized input; null: the shared one
+  int n = 0;                    // its own token count; 0: the call's
+};
+
+// Whether the matrices read the same input in the same quantized form, so one
+// quantization and one parallel job can serve them all.
+inline bool share_input(std::span<const LinearOut> outs, Precision p) {
+  for (const LinearOut& o : outs)
+    if (o.w->ne[0] != outs[0].w->ne[0] || activation_type(o.w->type, p) != activation_type(outs[0].w->type, p))
+      return false;
+  return true;
+}
+
+// y_i = w_i . x for every matrix in `outs` (all with share_input): x is
+// quantized once into xq, and the threads split the matrices' rows together,
+// so the k small products of a decode step cost one hand-off instead of k.
+// The products of `outs` (inputs already quantized: each output's own xq, or
+// the shared `xq`) as one parallel job.
+inline void run_products(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, int n, const uint8_t* xq,
+                  size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
+  int64_t n_rows = 0;
+  size_t bytes = 0;
+  for (const LinearOut& o : outs) {
+    n_rows += o.w->ne[1];
+    bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride() * (o.n ? o.n : n);
+  }
+  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
+  // a product under ~64 KiB of weights is not worth waking another thread for.
+  const int64_t grain = bytes < (64u << 10) ? n_rows : 16;
+  pool.parallel_for(n_rows, grain, [&](int64_t b, int64_t e, int th) {
+    float* scratch = row_scratch + th * scratch_stride;
+    int64_t first = 0;  // the current matrix's first row in [0, n_rows)
+    for (const LinearOut& o : outs) {
+      const int64_t r0 = std::max(b, first) - first, r1 = std::min(e, first + o.w->ne[1]) - first;
+      first += o.w->ne[1];
+      if (r0 >= r1) continue;
+      const uint8_t* in = o.xq ? o.xq : xq;
+      const int on = o.n ? o.n : n;
+      if (on == 1)
+        matvec_rows(*o.w, p, in, o.y + r0, r0, r1, scratch);
+      else
+        matmul_rows(*o.w, p, in, xq_row_bytes, on, o.y + r0, o.y_stride, r0, r1, scratch);
+    }
+  });
+}
+
+inline void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, const float* x, size_t x_stride,
+                   int n, uint8_t* xq, size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
+  const TensorView& w0 = *outs[0].w;
+  const int64_t n_in = w0.ne[0];
+  for (int t = 0; t < n; ++t) quantize_activation(w0.type, p, x + t * x_stride, xq + t * xq_row_bytes, n_in);
+  run_products(pool, p, outs, n, xq, xq_row_bytes, row_scratch, scratch_stride);
+}
+
+}  // namespace colibri

@@ -110,7 +110,7 @@ void check_model(const fs::path& path, const std::vector<Variant>& variants) {
     if (v.slots_per_layer < 0) {
       EXPECT_EQ(plan.embeddings_in_file, DenseArena::embeddings_can_stay_in_file(base.w));
     }
-    EXPECT_NE(w.layers[0].wq.data, base.w.layers[0].wq.data);
+    EXPECT_NE(w.layers[0].attn_norm.data, base.w.layers[0].attn_norm.data);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
         << "logits differ from the mapped store";

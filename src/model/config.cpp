@@ -212,6 +212,21 @@ std::string ModelConfig::describe() const {
   else
     s += strprintf(", dense n_ff %d", n_ff);
   if (n_ff_shexp) s += strprintf(", shared expert %d", n_ff_shexp);
+  if (n_layer_dense_lead) s += strprintf(", %d leading dense layer%s (n_ff %d)", n_layer_dense_lead,
+                                         n_layer_dense_lead > 1 ? "s" : "", n_ff);
+  if (is_mla())
+    s += strprintf("; MLA: q_lora %d, kv_lora %d, nope %d, rope %d, v %d (cache %d values a token and layer)",
+                   q_lora_rank, kv_lora_rank, mla_nope, n_rot, mla_v, head_dim);
+  else if (n_rot < head_dim)
+    s += strprintf("; RoPE on %d of %d dims", n_rot, head_dim);
+  if (is_moe()) {
+    const char* g = gating == Gating::kSigmoid ? "sigmoid" : gating == Gating::kSoftmax ? "softmax" : "softmax of top-k";
+    s += strprintf("; routing %s%s", g, expert_weights_norm ? ", renormalised" : "");
+    if (expert_weights_scale != 1.f && expert_weights_scale != 0.f) s += strprintf(", scale %g", expert_weights_scale);
+    if (n_expert_group > 1) s += strprintf(", %d of %d groups", n_expert_group_used, n_expert_group);
+  }
+  if (n_swa) s += strprintf("; sliding window %d (every %d of %d layers)", n_swa, swa_pattern - 1, swa_pattern);
+  if (yarn_ext_factor != 0.f) s += strprintf("; YaRN x%g from %d", 1.f / rope_freq_scale, n_ctx_orig_yarn);
   return s;
 }
 

@@ -137,11 +137,15 @@ uint64_t detect_memory_limit(std::string* source) {
   return best;
 }
 
-uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_seq,
-                                int n_threads, int kv_bytes) {
+uint64_t kv_cache_bytes_per_token(const ModelConfig& c, int kv_bytes) {
   // MLA caches one latent row a token whose first values are the values.
   const uint64_t kv_row = c.is_mla() ? c.n_embd_k() : c.n_embd_k() + c.n_embd_v();
-  const uint64_t kv = static_cast<uint64_t>(kv_bytes) * n_seq * c.n_layer * n_ctx * kv_row;
+  return static_cast<uint64_t>(kv_bytes) * c.n_layer * kv_row;
+}
+
+uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_seq,
+                                int n_threads, int kv_bytes) {
+  const uint64_t kv = kv_cache_bytes_per_token(c, kv_bytes) * n_seq * n_ctx;
   const uint64_t k = std::max(c.n_expert_used, 1);
   const uint64_t n_ff_max = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
   const uint64_t max_in = std::max<uint64_t>({static_cast<uint64_t>(c.n_embd),
@@ -169,6 +173,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   p.n_expert = cfg.n_expert;
   p.n_expert_used = cfg.n_expert_used;
   p.other_bytes = other_bytes;
+  p.kv_bytes_per_token = kv_cache_bytes_per_token(cfg, 2);
   p.dense_bytes = DenseArena::bytes_needed(f, w);
   const Shape shape = model_shape(w, o.o_direct);
   p.n_moe_layers = shape.n_moe_layers;
@@ -292,12 +297,14 @@ std::string Plan::describe() const {
   auto sz = [](double b) { return format_size(b); };
   std::string s;
   s += strprintf("memory budget: %s (%s)\n", budget ? sz(budget).c_str() : "unlimited", budget_source.c_str());
-  s += strprintf("  dense weights, resident:      %12s  (attention, norms, %srouters, shared experts)\n",
+  s += strprintf("  dense weights, resident:      %12s  (attention, norms, %srouters, shared experts, dense-layer FFNs)\n",
                  sz(dense_bytes).c_str(), embeddings_in_file ? "" : "embeddings, ");
   if (embeddings_in_file)
     s += strprintf("  token embeddings, in the file: %11s  (not placed: a token's row is read when it comes)\n",
                    sz(embedding_bytes).c_str());
-  s += strprintf("  KV cache and scratch:         %12s\n", sz(other_bytes).c_str());
+  s += strprintf("  KV cache and scratch:         %12s", sz(other_bytes).c_str());
+  if (kv_bytes_per_token) s += strprintf("  (f16 KV: %s per token of context)", sz(kv_bytes_per_token).c_str());
+  s += "\n";
   if (n_moe_layers > 0) {
     s += strprintf("  pinned hot experts:           %12s  (%d x %s%s)\n",
                    sz(static_cast<double>(n_pinned) * slab_bytes).c_str(), n_pinned,

@@ -50,6 +50,7 @@ struct Plan {
   bool embeddings_in_file = false;  // token embeddings read a row per token (not in dense_bytes)
   uint64_t embedding_bytes = 0;     // what that leaves out
   uint64_t other_bytes = 0;    // KV cache and scratch, as the caller stated
+  uint64_t kv_bytes_per_token = 0;  // KV cache bytes one token of context takes (all layers)
   uint64_t slab_bytes = 0;     // one slot
   int n_moe_layers = 0, n_expert = 0, n_expert_used = 0;
   uint64_t expert_bytes = 0;   // all routed experts in the file
@@ -84,6 +85,10 @@ std::string format_size(double bytes);
 // memory.limit_in_bytes, the cgroup v2 memory.max and MemAvailable. *source
 // says which.
 uint64_t detect_memory_limit(std::string* source);
+
+// Bytes of KV cache one token of context takes in every layer, at kv_bytes
+// per element.
+uint64_t kv_cache_bytes_per_token(const ModelConfig& c, int kv_bytes);
 
 // Bytes of the KV cache (n_seq sequences of n_ctx positions, of kv_bytes
 // bytes per element: 2 for F16, 4 for F32) plus the forward pass's scratch for

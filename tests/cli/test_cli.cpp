@@ -55,7 +55,7 @@ Result run(const std::string& args) {
 
 // Exactly one error line, "colibri: error: ...", last on stderr (progress
 // lines such as the memory plan may precede it), containing every fragment.
-void expect_error(const Result& r, std::initializer_list<const char*> fragments) {
+void expect_error(const Result& r, const std::vector<const char*>& fragments) {
   EXPECT_EQ(r.status, 1) << r.err;
   ASSERT_FALSE(r.err.empty());
   ASSERT_EQ(r.err.back(), '\n') << r.err;
@@ -163,6 +163,64 @@ TEST_F(CliErrors, TokenizeAndInspect) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("16 experts x 25.50 KiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("weight bytes read per generated token"), std::string::npos) << r.out;
+}
+
+// The frontier families' files with inconsistent metadata or a tensor their
+// metadata requires left out: one error naming the key or tensor.
+TEST_F(CliErrors, FrontierFamiliesInconsistentRanksAndMissingTensors) {
+  if (!fs::exists(kGolden / "deepseek-v3-f32.gguf")) GTEST_SKIP() << "no deepseek golden";
+  struct Case {
+    const char* model;
+    const char* out;
+    std::function<void(const GgufFile&, GgufWriter&)> edit;
+    const char* drop;
+    std::vector<const char*> want;
+  };
+  const auto none = [](const GgufFile&, GgufWriter&) {};
+  const Case cases[] = {
+      {"deepseek-v3-f32.gguf", "kvlora.gguf",
+       [](const GgufFile&, GgufWriter& w) { w.set_u32("deepseek2.attention.kv_lora_rank", 4096); }, "",
+       {"kv_lora_rank", "4096", "hidden size"}},
+      {"deepseek-v3-f32.gguf", "groups_many.gguf",
+       [](const GgufFile&, GgufWriter& w) { w.set_u32("deepseek2.expert_group_count", 32); }, "",
+       {"expert_group_count", "32"}},
+      {"deepseek-v3-f32.gguf", "groups_divide.gguf",
+       [](const GgufFile&, GgufWriter& w) { w.set_u32("deepseek2.expert_group_count", 3); }, "",
+       {"expert_group_count", "do not divide"}},
+      {"deepseek-v3-f32.gguf", "ropedim.gguf",
+       [](const GgufFile&, GgufWriter& w) { w.set_u32("deepseek2.rope.dimension_count", 64); }, "",
+       {"rope.dimension_count", "64"}},
+      {"glm4moe-f32.gguf", "glm_rope.gguf",
+       [](const GgufFile&, GgufWriter& w) { w.set_u32("glm4moe.rope.dimension_count", 64); }, "",
+       {"rope.dimension_count", "head dim 32"}},
+      {"deepseek-v3-f32.gguf", "nokva.gguf", none, "blk.1.attn_kv_a_mqa.weight",
+       {"blk.1.attn_kv_a_mqa.weight", "missing"}},
+      {"deepseek-v2-lite-f32.gguf", "nokb.gguf", none, "blk.2.attn_k_b.weight", {"blk.2.attn_k_b.weight", "missing"}},
+      {"gptoss-f32.gguf", "nosinks.gguf", none, "blk.0.attn_sinks.weight", {"blk.0.attn_sinks.weight", "missing"}},
+      {"gptoss-f32.gguf", "noexpbias.gguf", none, "blk.2.ffn_down_exps.bias", {"blk.2.ffn_down_exps.bias", "missing"}},
+      {"glm4moe-f32.gguf", "nobias.gguf", none, "blk.1.exp_probs_b.bias", {"blk.1.exp_probs_b.bias", "missing"}},
+      {"glm4moe-f32.gguf", "nodense.gguf", none, "blk.0.ffn_up.weight", {"blk.0.ffn_up.weight", "missing"}},
+      {"deepseek-moe-f32.gguf", "noshexp.gguf", none, "blk.1.ffn_down_shexp.weight",
+       {"blk.1.ffn_down_shexp.weight", "missing"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.out);
+    fs::path p = rewrite(c.model, c.out, c.edit, c.drop);
+    expect_error(run("run -m " + p.string() + " -p hi -n 1"), c.want);
+  }
+}
+
+// Every frontier family generates through `colibri run` with its experts
+// streamed under a budget that holds a few slots a layer.
+TEST_F(CliErrors, FrontierFamiliesGenerateStreamed) {
+  for (const char* m : {"deepseek-v3-q8_0", "deepseek-v2-lite-f32", "deepseek-moe-f32", "gptoss-f32", "glm4moe-q8_0"}) {
+    const fs::path f = kGolden / (std::string(m) + ".gguf");
+    if (!fs::exists(f)) continue;
+    Result r = run("run -m " + f.string() + " -c 256 --mem 12M -p 'The old lighthouse keeper' -n 16 --temp 0 -t 2");
+    EXPECT_EQ(r.status, 0) << m << ": " << r.err;
+    EXPECT_NE(r.err.find("generation 16 tok"), std::string::npos) << m << ": " << r.err;
+    EXPECT_NE(r.err.find("MB/token from disk"), std::string::npos) << m << ": " << r.err;
+  }
 }
 
 }  // namespace

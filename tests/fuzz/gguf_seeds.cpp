@@ -87,6 +87,91 @@ GgufWriter tiny_moe() {
   return w;
 }
 
+// The frontier families, shrunk the same way: the keys and tensor names each
+// family's converter writes (DeepSeek-V3's MLA and grouped sigmoid routing,
+// GPT-OSS's sinks, windows and biases, GLM-4.5's partial RoPE, selection
+// bias and leading dense layer).
+GgufWriter tiny_family(const std::string& a) {
+  GgufWriter w;
+  w.set_string("general.architecture", a);
+  w.set_u32("general.alignment", 32);
+  w.set_u32(a + ".block_count", 2);
+  w.set_u32(a + ".embedding_length", 32);
+  w.set_u32(a + ".attention.head_count", 2);
+  w.set_u32(a + ".expert_count", 4);
+  w.set_u32(a + ".expert_used_count", 2);
+  w.set_u32(a + ".expert_feed_forward_length", 32);
+  w.set_u32(a + ".feed_forward_length", 64);
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_array_str("tokenizer.ggml.tokens", {"a", "b", "ab", "<s>"});
+  w.set_array_str("tokenizer.ggml.merges", {"a b"});
+  add(w, "token_embd.weight", DType::F32, {32, 4}, 1);
+  add(w, "output_norm.weight", DType::F32, {32}, 2);
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    add(w, b + "attn_norm.weight", DType::F32, {32}, 3);
+    if (a == "deepseek2") {
+      add(w, b + "attn_q_a.weight", DType::Q8_0, {32, 32}, 4);
+      add(w, b + "attn_q_a_norm.weight", DType::F32, {32}, 5);
+      add(w, b + "attn_q_b.weight", DType::Q8_0, {32, 80}, 6);
+      add(w, b + "attn_kv_a_mqa.weight", DType::Q8_0, {32, 40}, 7);
+      add(w, b + "attn_kv_a_norm.weight", DType::F32, {32}, 8);
+      add(w, b + "attn_k_b.weight", DType::Q8_0, {32, 32, 2}, 9);
+      add(w, b + "attn_v_b.weight", DType::Q8_0, {32, 16, 2}, 10);
+      add(w, b + "attn_output.weight", DType::Q8_0, {32, 32}, 11);
+    } else {
+      add(w, b + "attn_q.weight", DType::Q8_0, {32, 32}, 4);
+      add(w, b + "attn_k.weight", DType::Q8_0, {32, 16}, 5);
+      add(w, b + "attn_v.weight", DType::Q8_0, {32, 16}, 6);
+      add(w, b + "attn_output.weight", DType::Q8_0, {32, 32}, 7);
+      add(w, b + "attn_q.bias", DType::F32, {32}, 8);
+      if (a == "gpt-oss") add(w, b + "attn_sinks.weight", DType::F32, {2}, 9);
+    }
+    add(w, b + (a == "deepseek2" ? "ffn_norm.weight" : "post_attention_norm.weight"), DType::F32, {32}, 12);
+    if (l == 0 && a != "gpt-oss") {
+      add(w, b + "ffn_up.weight", DType::Q8_0, {32, 64}, 13);
+      continue;
+    }
+    add(w, b + "ffn_gate_inp.weight", DType::F32, {32, 4}, 14);
+    add(w, b + "exp_probs_b.bias", DType::F32, {4}, 15);
+    add(w, b + "ffn_up_exps.weight", DType::Q4_K, {256, 32, 4}, 16);
+    add(w, b + "ffn_up_exps.bias", DType::F32, {32, 4}, 17);
+    add(w, b + "ffn_up_shexp.weight", DType::Q8_0, {32, 32}, 18);
+  }
+  if (a == "deepseek2") {
+    w.set_u32(a + ".attention.head_count_kv", 1);
+    w.set_u32(a + ".attention.q_lora_rank", 32);
+    w.set_u32(a + ".attention.kv_lora_rank", 32);
+    w.set_u32(a + ".attention.key_length", 40);
+    w.set_u32(a + ".attention.value_length", 32);
+    w.set_u32(a + ".attention.key_length_mla", 40);
+    w.set_u32(a + ".attention.value_length_mla", 16);
+    w.set_u32(a + ".rope.dimension_count", 8);
+    w.set_u32(a + ".expert_gating_func", 2);
+    w.set_bool(a + ".expert_weights_norm", true);
+    w.set_f32(a + ".expert_weights_scale", 2.5f);
+    w.set_u32(a + ".expert_group_count", 2);
+    w.set_u32(a + ".expert_group_used_count", 1);
+    w.set_string(a + ".rope.scaling.type", "yarn");
+    w.set_f32(a + ".rope.scaling.factor", 40.f);
+    w.set_f32(a + ".rope.scaling.yarn_log_multiplier", 0.1f);
+  } else if (a == "gpt-oss") {
+    w.set_u32(a + ".attention.head_count_kv", 1);
+    w.set_u32(a + ".attention.key_length", 16);
+    w.set_u32(a + ".attention.sliding_window", 8);
+    w.set_string(a + ".rope.scaling.type", "yarn");
+    w.set_f32(a + ".rope.scaling.factor", 32.f);
+    w.set_u32(a + ".rope.scaling.original_context_length", 4096);
+  } else {
+    w.set_u32(a + ".attention.head_count_kv", 1);
+    w.set_u32(a + ".rope.dimension_count", 8);
+    w.set_u32(a + ".expert_shared_count", 1);
+    w.set_u32(a + ".nextn_predict_layers", 0);
+  }
+  w.set_u32(a + ".leading_dense_block_count", a == "gpt-oss" ? 0 : 1);
+  return w;
+}
+
 GgufWriter every_dtype(size_t alignment) {
   GgufWriter w;
   w.set_string("general.architecture", "seed");
@@ -133,6 +218,8 @@ int main(int argc, char** argv) {
     save(tiny_moe(), dir, "seed-moe-v2.gguf", 2);
     save(every_dtype(32), dir, "seed-dtypes.gguf");
     save(every_dtype(8), dir, "seed-dtypes-align8.gguf");
+    for (const char* a : {"deepseek2", "gpt-oss", "glm4moe"})
+      save(tiny_family(a), dir, std::string("seed-") + a + ".gguf");
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -1,9 +1,12 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <initializer_list>
+#include <vector>
 
 #include "base/error.h"
 #include "formats/gguf.h"
+#include "tensor/ops.h"
 
 namespace colibri {
 
@@ -60,7 +63,40 @@ std::string blk_bias(int l, const char* what) { return strprintf("blk.%d.%s.bias
 // Multi-head latent attention: q through the low-rank path (attn_q_a ->
 // norm -> attn_q_b) or plain attn_q, the latent and rope key from
 // attn_kv_a_mqa, and the per-head up-projections attn_k_b / attn_v_b.
-void bind_latent_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& L) {
+// Files from older converters carry Hugging Face's kv_b_proj as one
+// attn_kv_b: per head, nope rows mapping the latent to keys, then v rows
+// mapping it to values (each row kv_lora_rank long). The absorbed form needs
+// the key part transposed (attn_k_b: kv_lora_rank rows of nope per head), so
+// it is rebuilt here once: F32 when the file is F32 (exact), else F16. The
+// value rows are copied as stored (attn_v_b's layout already).
+void split_kv_b(const TensorView& kv_b, const ModelConfig& c, LayerWeights& L, ModelWeights& w) {
+  const int64_t H = c.n_head, R = c.kv_lora_rank, nope = c.mla_nope, vd = c.mla_v;
+  const DType kt = kv_b.type == DType::F32 ? DType::F32 : DType::F16;
+  AlignedBuffer<uint8_t> kb(static_cast<size_t>(H) * R * row_bytes(kt, nope));
+  AlignedBuffer<uint8_t> vb(static_cast<size_t>(H) * vd * kv_b.row_stride());
+  std::vector<float> row(R), col(nope);
+  std::vector<float> k_part(static_cast<size_t>(nope) * R);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < nope; ++i)
+      dequantize_matrix_row(kv_b, h * (nope + vd) + i, k_part.data() + i * R);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t i = 0; i < nope; ++i) col[i] = k_part[i * R + r];
+      uint8_t* dst = kb.data() + (h * R + r) * row_bytes(kt, nope);
+      if (kt == DType::F32)
+        std::memcpy(dst, col.data(), sizeof(float) * nope);
+      else
+        fp32_to_fp16_row(col.data(), reinterpret_cast<uint16_t*>(dst), nope);
+    }
+    std::memcpy(vb.data() + h * vd * kv_b.row_stride(), kv_b.row(h * (nope + vd) + nope), vd * kv_b.row_stride());
+  }
+  L.wk_b = {kb.data(), kt, {nope, R, H, 1}};
+  L.wv_b = {vb.data(), kv_b.type, {R, vd, H, 1}};
+  w.derived_bytes += kb.size() + vb.size();
+  w.derived.push_back(std::move(kb));
+  w.derived.push_back(std::move(vb));
+}
+
+void bind_latent_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& L, ModelWeights& w) {
   const int64_t E = c.n_embd, H = c.n_head, R = c.kv_lora_rank, rope = c.n_rot;
   const int64_t q_width = H * (c.mla_nope + rope);
   if (c.q_lora_rank > 0 || b.raw(blk(l, "attn_q_a"))) {
@@ -74,12 +110,12 @@ void bind_latent_attention(Binder& b, const ModelConfig& c, int l, LayerWeights&
   }
   L.wkv_a = b.get(blk(l, "attn_kv_a_mqa"), {E, R + rope});
   L.kv_a_norm = b.get(blk(l, "attn_kv_a_norm"), {R}, true, true);
-  CLB_CHECK(!c.mla_legacy_kv_b,
-            "%s: layer %d: this file has the older single attn_kv_b layout (no attention.key_length_mla); "
-            "convert it again with a current converter, which writes attn_k_b and attn_v_b",
-            b.file_name().c_str(), l);
-  L.wk_b = b.get(blk(l, "attn_k_b"), {c.mla_nope, R, H});
-  L.wv_b = b.get(blk(l, "attn_v_b"), {R, c.mla_v, H});
+  if (c.mla_legacy_kv_b) {
+    split_kv_b(b.get(blk(l, "attn_kv_b"), {R, H * (c.mla_nope + c.mla_v)}), c, L, w);
+  } else {
+    L.wk_b = b.get(blk(l, "attn_k_b"), {c.mla_nope, R, H});
+    L.wv_b = b.get(blk(l, "attn_v_b"), {R, c.mla_v, H});
+  }
   L.wo = b.get(blk(l, "attn_output"), {H * c.mla_v, E});
 }
 
@@ -102,7 +138,7 @@ ModelWeights bind_weights(const GgufFile& f, ModelConfig& c) {
     LayerWeights& L = w.layers[l];
     L.attn_norm = b.get(blk(l, "attn_norm"), {E}, true, true);
     if (c.is_mla()) {
-      bind_latent_attention(b, c, l, L);
+      bind_latent_attention(b, c, l, L, w);
     } else {
       L.wq = b.get(blk(l, "attn_q"), {E, nq});
       L.wk = b.get(blk(l, "attn_k"), {E, nk});

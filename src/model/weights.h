@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "model/config.h"
 #include "moe/expert_store.h"
 #include "tensor/view.h"
@@ -72,6 +73,10 @@ struct ModelWeights {
   TensorView output;       // (n_vocab, n_embd); token_embd when tied
   std::vector<LayerWeights> layers;    // (n_layer)
   std::vector<ExpertTensors> experts;  // (n_layer); for the expert store
+  // Tensors derived at load from another layout (MLA's older attn_kv_b split
+  // into attn_k_b / attn_v_b), owned here and resident; views point into them.
+  std::vector<AlignedBuffer<uint8_t>> derived;
+  uint64_t derived_bytes = 0;
   uint64_t dense_bytes = 0;   // every tensor but the routed expert stacks
   uint64_t expert_bytes = 0;  // all routed expert stacks
 };

@@ -62,7 +62,10 @@ std::vector<Range> dense_ranges(const GgufFile& f, ModelWeights& w, bool embeddi
   const uint8_t* base = f.tensor_data(t0) - t0.offset;  // byte 0 of the mapping
   std::vector<Range> out;
   for (auto [v, stage] : views) {
-    if (!v->data) continue;
+    // Absent tensors, and tensors derived at load (ModelWeights::derived),
+    // which are resident already.
+    const auto at = reinterpret_cast<uintptr_t>(v->data), b0 = reinterpret_cast<uintptr_t>(base);
+    if (!v->data || at < b0 || at >= b0 + f.file_size()) continue;
     const uint64_t off = static_cast<uint64_t>(v->data - base);
     auto it = std::find_if(out.begin(), out.end(), [&](const Range& r) { return r.offset == off; });
     if (it != out.end()) {

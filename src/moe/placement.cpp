@@ -174,7 +174,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   p.n_expert_used = cfg.n_expert_used;
   p.other_bytes = other_bytes;
   p.kv_bytes_per_token = kv_cache_bytes_per_token(cfg, 2);
-  p.dense_bytes = DenseArena::bytes_needed(f, w);
+  p.dense_bytes = DenseArena::bytes_needed(f, w) + w.derived_bytes;
   const Shape shape = model_shape(w, o.o_direct);
   p.n_moe_layers = shape.n_moe_layers;
   p.slab_bytes = shape.slab_bytes;

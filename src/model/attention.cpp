@@ -89,16 +89,64 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
   // A sliding layer's query at position p sees p - n_swa + 1 .. p.
   const int window = cfg_.is_swa(l) ? cfg_.n_swa : 0;
   auto first_pos = [&](int t) { return window ? std::max(0, batch[t].pos - window + 1) : 0; };
-  // softmax(scale q . K^T [+ sink]) . V over the positions the token sees; a
-  // work item is one head of up to kAttentionQueryBlock consecutive batch
-  // tokens, split where the sequence or the window's first position changes.
+  // softmax(scale q . K^T [+ sink]) . V over the positions the token sees.
   // Short contexts are cheaper on one thread than the hand-off.
   int64_t work = 0;
   for (int t = 0; t < n; ++t) work += static_cast<int64_t>(batch[t].pos + 1 - first_pos(t)) * H * hd;
+  const int64_t grain_all = work < (1 << 16) ? -1 : 1;
+  const size_t out_stride = static_cast<size_t>(H) * hdv;
+  auto attend_block = [&](const float* q, size_t q_step, int m, const int32_t* n_pos, int seq, int kvh, int p0,
+                          float* out, size_t out_step, float sink, float* scores) {
+    if (kv.type() == DType::F16)
+      attend_batch(q, q_step, m, n_pos, kv.k<uint16_t>(seq, l, kvh) + p0 * kv.k_stride(), kv.k_stride(),
+                   kv.v<uint16_t>(seq, l, kvh) + p0 * kv.v_stride(), kv.v_stride(), hd, hdv, cfg_.kq_scale, scores,
+                   out, out_step, sink);
+    else
+      attend_batch(q, q_step, m, n_pos, kv.k<float>(seq, l, kvh) + p0 * kv.k_stride(), kv.k_stride(),
+                   kv.v<float>(seq, l, kvh) + p0 * kv.v_stride(), kv.v_stride(), hd, hdv, cfg_.kq_scale, scores, out,
+                   out_step, sink);
+  };
+
+  // A sequence's lone token in this batch (a decode step): its heads that
+  // share a KV head are the queries read together (a group of up to
+  // kAttentionQueryBlock), so each cached row is read once per group instead
+  // of once per head (MLA: once for every 8 heads). Decided per token, so a
+  // sequence's result never depends on the other sequences in the batch.
+  const bool by_heads = group > 1 && !sinks;
+  int n_alone = 0;
+  for (int t = 0; t < n; ++t) {
+    bool alone = by_heads;
+    for (int u = 0; u < n && alone; ++u) alone = u == t || batch[u].seq != batch[t].seq;
+    alone_[t] = alone;
+    if (alone) alone_list_[n_alone++] = t;
+  }
+  if (n_alone > 0) {
+    const int chunks = (group + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
+    const int64_t items = static_cast<int64_t>(n_alone) * cfg_.n_head_kv * chunks;
+    pool_.parallel_for(items, grain_all < 0 ? items : 1, [&](int64_t i0, int64_t i1, int th) {
+      float* scores = scores_.data() + static_cast<size_t>(th) * kAttentionQueryBlock * n_ctx_;
+      for (int64_t item = i0; item < i1; ++item) {
+        const int t = alone_list_[item / (cfg_.n_head_kv * chunks)];
+        const int rest = static_cast<int>(item % (cfg_.n_head_kv * chunks));
+        const int kvh = rest / chunks, h0 = kvh * group + (rest % chunks) * kAttentionQueryBlock;
+        const int m = std::min(kAttentionQueryBlock, (kvh + 1) * group - h0);
+        const int p0 = first_pos(t);
+        int32_t n_pos[kAttentionQueryBlock];
+        std::fill(n_pos, n_pos + m, batch[t].pos + 1 - p0);
+        attend_block(q_all + static_cast<size_t>(t) * q_stride + static_cast<size_t>(h0) * hd, hd, m, n_pos,
+                     batch[t].seq, kvh, p0, out_all + static_cast<size_t>(t) * out_stride + static_cast<size_t>(h0) * hdv,
+                     hdv, -INFINITY, scores);
+      }
+    });
+    if (n_alone == n) return;
+  }
+
+  // Prompts: a work item is one head of up to kAttentionQueryBlock
+  // consecutive batch tokens, split where the sequence or the window's first
+  // position changes.
   const int64_t n_blocks = (n + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
   const int64_t items = n_blocks * H;
-  const size_t out_stride = static_cast<size_t>(H) * hdv;
-  pool_.parallel_for(items, work < (1 << 16) ? items : 1, [&](int64_t i0, int64_t i1, int th) {
+  pool_.parallel_for(items, grain_all < 0 ? items : 1, [&](int64_t i0, int64_t i1, int th) {
     float* scores = scores_.data() + static_cast<size_t>(th) * kAttentionQueryBlock * n_ctx_;
     for (int64_t item = i0; item < i1; ++item) {
       const int blk = static_cast<int>(item / H), h = static_cast<int>(item % H);
@@ -106,23 +154,20 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
       const float sink = sinks ? sinks[h] : -INFINITY;
       const int t_end = std::min(n, (blk + 1) * kAttentionQueryBlock);
       for (int t0 = blk * kAttentionQueryBlock; t0 < t_end;) {
+        if (alone_[t0]) {
+          ++t0;
+          continue;
+        }
         const int seq = batch[t0].seq, p0 = first_pos(t0);
         int32_t n_pos[kAttentionQueryBlock];
         int m = 0;
-        while (t0 + m < t_end && batch[t0 + m].seq == seq && first_pos(t0 + m) == p0) {
+        while (t0 + m < t_end && !alone_[t0 + m] && batch[t0 + m].seq == seq && first_pos(t0 + m) == p0) {
           n_pos[m] = batch[t0 + m].pos + 1 - p0;
           ++m;
         }
-        const float* q = q_all + static_cast<size_t>(t0) * q_stride + h * hd;
-        float* out = out_all + static_cast<size_t>(t0) * out_stride + static_cast<size_t>(h) * hdv;
-        if (kv.type() == DType::F16)
-          attend_batch(q, q_stride, m, n_pos, kv.k<uint16_t>(seq, l, kvh) + p0 * kv.k_stride(), kv.k_stride(),
-                       kv.v<uint16_t>(seq, l, kvh) + p0 * kv.v_stride(), kv.v_stride(), hd, hdv, cfg_.kq_scale,
-                       scores, out, out_stride, sink);
-        else
-          attend_batch(q, q_stride, m, n_pos, kv.k<float>(seq, l, kvh) + p0 * kv.k_stride(), kv.k_stride(),
-                       kv.v<float>(seq, l, kvh) + p0 * kv.v_stride(), kv.v_stride(), hd, hdv, cfg_.kq_scale,
-                       scores, out, out_stride, sink);
+        attend_block(q_all + static_cast<size_t>(t0) * q_stride + h * hd, q_stride, m, n_pos, seq, kvh, p0,
+                     out_all + static_cast<size_t>(t0) * out_stride + static_cast<size_t>(h) * hdv, out_stride, sink,
+                     scores);
         t0 += m;
       }
     }

@@ -61,6 +61,8 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   group_count_.resize(std::max(cfg.n_expert, 1));
   distinct_.resize(std::max(cfg.n_expert, 1));
   gx_.resize(std::max<size_t>(B, k) * cfg.n_embd);
+  alone_.assign(B, 0);
+  alone_list_.assign(B, 0);
   held_.resize(std::max(cfg.n_expert, 1));
   usage_.assign(static_cast<size_t>(cfg.n_layer) * std::max(cfg.n_expert, 1), 0);
   if (store.wants_prediction() && cfg.is_moe())

@@ -142,6 +142,8 @@ class Transformer {
   AlignedBuffer<int32_t> group_count_; // (n_expert)
   AlignedBuffer<int> distinct_;        // (n_expert) experts routed to in this layer
   AlignedBuffer<float> gx_;            // gathered inputs (max_batch, n_embd)
+  std::vector<uint8_t> alone_;         // (max_batch) the token is its sequence's only one in the batch
+  std::vector<int> alone_list_;        // (max_batch) those tokens
   // Multi-head latent attention (MLA families only).
   static constexpr int kMlaTokenChunk = 16;  // tokens per batch of per-head products
   AlignedBuffer<float> mla_qa_;    // (max_batch, q_lora_rank)

@@ -19,7 +19,7 @@ template <typename W>
 struct Nibble4Avx2 {
   struct Act {
     __m256i y;     // the block's 32 activations
-    __m256i corr;  // -8 * sum of each int32 lane's 4 activations
+    __m256i corr;  // -kOffset * sum of each int32 lane's 4 activations
     float d;
   };
   using XBlock = block_q8_0;

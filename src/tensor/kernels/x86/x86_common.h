@@ -117,8 +117,9 @@ struct Mxfp4Weights {
   using Block = block_mxfp4;
   static constexpr int kOffset = 12;
   static __m256i unpack(const Block& b) {
-    const __m256i table = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
-                                           12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m256i table = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values))),
+        _mm256_set1_epi8(kOffset));
     return _mm256_shuffle_epi8(table, nibbles_32(b.qs));
   }
   static float scale(const Block& b) { return e8m0_to_float_half(b.e); }

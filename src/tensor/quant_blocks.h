@@ -4,8 +4,8 @@
 // Halves are stored as raw IEEE binary16 bits (uint16_t); see tensor/half.h.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 namespace colibri {
 
@@ -103,11 +103,8 @@ inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 // 2^(e - 128) exactly, built from its bits (ggml's GGML_E8M0_TO_FP32_HALF):
 // e = 0 and 1 are the denormals 2^-128 and 2^-127, e = 255 gives 2^127 (E8M0's
 // NaN code is not treated specially, as in ggml).
-inline float e8m0_to_float_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+constexpr float e8m0_to_float_half(uint8_t e) {
+  return std::bit_cast<float>(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
 }
 
 // Activations for the K-quants: bsums[i] = sum of qs[16 i .. 16 i + 15].

@@ -118,7 +118,9 @@ const std::vector<Entry>& table() {
         {"[\r\n]", kDeepseekLetters, kDeepseekPunct, R"(\s+$)", kCjkHangul, R"(\p{N}+)"}, false);
     add({"deepseek-coder"},
         {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjkHangul, R"(\p{N})"}, false);
-    add({"deepseek-v3"}, {R"(\p{N}{1,3})", kCjkKana, kDeepseek3Main}, false);
+    // DeepSeek-V3/V3.1/V3.2/R1; Hunyuan's dense models and JoyAI reuse it.
+    add({"deepseek-v3", "hunyuan-dense", "joyai-llm"}, {R"(\p{N}{1,3})", kCjkKana, kDeepseek3Main},
+        false);
     add({"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}, true);
     add({"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "mpt",
          "olmo", "jais", "exaone4"},

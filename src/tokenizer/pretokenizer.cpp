@@ -42,9 +42,14 @@ constexpr std::string_view kTekken =
 
 // Kimi-K2: Han runs first, then o200k's rule with Han excluded from letters.
 // The model's pattern writes the exclusion as a class intersection
-// ([\p{Lu}...&&[^\p{Han}]]), which PCRE2 spells with a lookahead.
+// ([\p{Lu}...&&[^\p{Han}]]), which PCRE2 spells with a lookahead. Its \p{Han}
+// is the Script property (tiktoken's Rust regex); PCRE2 10.40+ reads a bare
+// \p{Han} as Script_Extensions, which adds CJK punctuation such as 、 and 」,
+// so the script is named as sc=Han. llama.cpp splits Kimi-K2 with its own
+// code rather than a rewritten regex, so the contractions keep the model's
+// (?i:...) form, Unicode case folding included (tiktoken folds 'ſ' to 's').
 constexpr std::string_view kKimiK2 =
-    R"(\p{Han}+|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"(\p{sc=Han}+|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc=Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{sc=Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc=Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{sc=Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // DeepSeek-V3: digits and CJK/kana runs first; an ASCII symbol may lead a
 // Latin word.

@@ -10,7 +10,7 @@ tokenization_kimi.py gives one pattern to tiktoken, which keeps the matches
 patterns below are the models' own, verbatim: Kimi-K2's class intersections
 (&&) and (?i:...) groups need the `regex` module's VERSION1 syntax.
 
-The words of each of the 46 strings of llamacpp-tests.inp go to
+The words of each of the 46 strings of llamacpp-tests.inp, then of EXTRA, go to
 reference/pre_splits.json; test_tokenizer compares colibri's PCRE2
 pre-tokenizers with them. deepseek_v3.out has the ids DeepSeek-V3's tokenizer
 gives for the same strings, but without DeepSeek-V3's vocabulary the ids
@@ -51,6 +51,21 @@ KIMI_K2 = "|".join([
 ])
 
 
+# More strings where the two patterns differ from their neighbours: Han next
+# to Latin, kana and Hangul, long digit runs, contractions after capitals, an
+# ASCII symbol before a Latin word, combining marks, full-width forms.
+EXTRA = [
+    "中文abc混合English日本語のテキスト한국어123",
+    "DeepSeek-V3 costs $5,576,000; 1234567 tokens/s.",
+    "I'M SURE IT'S FINE, they'll've done it; \u017f'\u017f it'\u017f",
+    "def f(x):\n\treturn x**2  # 平方\n\n\n",
+    "naïve café e\u0301 \u0915\u094d\u0937 \u17a2\u17b6\u1785",
+    "ＡＢＣ１２３！？。、「引用」",
+    "@user #tag_name __init__ ...end",
+    "カタカナとひらがな、漢字（かんじ）",
+]
+
+
 def split_isolated(pieces, pattern):
     out = []
     for piece in pieces:
@@ -73,9 +88,10 @@ def main():
     strings = text.split("\n__ggml_vocab_test__\n")
     if strings and strings[-1] == "":
         strings.pop()
+    strings += EXTRA
     deepseek = [regex.compile(p, regex.VERSION1) for p in DEEPSEEK_V3]
     kimi = regex.compile(KIMI_K2, regex.VERSION1)
-    result = {"inputs": "llamacpp-tests.inp", "regex": regex.__version__,
+    result = {"inputs": "llamacpp-tests.inp", "extra": EXTRA, "regex": regex.__version__,
               "unicode": unicodedata.unidata_version, "deepseek-v3": [], "kimi-k2": []}
     for s in strings:
         pieces = [s] if s else []
@@ -87,8 +103,8 @@ def main():
         result["kimi-k2"].append(words)
     # One line per string, so that a change shows as a readable diff.
     lines = ["{"]
-    for key in ("inputs", "regex", "unicode"):
-        lines.append(f"{json.dumps(key)}: {json.dumps(result[key])},")
+    for key in ("inputs", "extra", "regex", "unicode"):
+        lines.append(f"{json.dumps(key)}: {json.dumps(result[key], ensure_ascii=False)},")
     for key in ("deepseek-v3", "kimi-k2"):
         rows = [json.dumps(w, ensure_ascii=False) for w in result[key]]
         lines.append(f"{json.dumps(key)}: [\n" + ",\n".join(rows) + "\n]" +

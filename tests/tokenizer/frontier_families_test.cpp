@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "test_data.h"
@@ -105,6 +106,43 @@ TEST(GptOss, HarmonySpecialsAsLlamaCppLoadsThem) {
   EXPECT_EQ(parsed.back(), ret);
   EXPECT_EQ(parsed.size(), 7u);  // start, "assistant", channel, "final", message, "Hi", return
   EXPECT_EQ(tok->decode(parsed), text);
+}
+
+// openai/harmony's token-level test data: model replies as o200k_harmony ids.
+// Decoded, they are harmony transcripts; encoding that text again with
+// special tokens parsed gives the same ids.
+TEST(GptOss, HarmonyTokenStreamsRoundTrip) {
+  const fs::path vocab = test::vocab_dir() / "ggml-vocab-gpt-oss.gguf";
+  const fs::path harmony = test::shared_dir() / "data" / "gpt-oss-harmony";
+  if (!fs::exists(vocab) || !fs::exists(harmony)) GTEST_SKIP() << "test data absent: " << harmony;
+  auto f = GgufFile::open(vocab.string());
+  auto tok = Tokenizer::from_gguf(*f);
+  struct Case {
+    const char* file;
+    const char* text;
+  };
+  const Case cases[] = {
+      {"test_simple_reasoning_response.txt",
+       "<|channel|>analysis<|message|>User asks: \"What is 2 + 2?\" Simple arithmetic. Provide "
+       "answer.<|return|><|start|>assistant<|channel|>final<|message|>2 + 2 = 4."},
+      {"test_simple_tool_call.txt",
+       "<|channel|>analysis<|message|>User asks: \"What is the weather in Tokyo?\" We need to use "
+       "lookup_weather tool.<|return|><|start|>assistant to=lookup_weather<|channel|>analysis "
+       "code<|message|>{\"location\": \"Tokyo\"}"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    std::vector<int32_t> ids;
+    {
+      std::istringstream in(test::read_file(harmony / c.file));
+      int32_t id;
+      while (in >> id) ids.push_back(id);
+    }
+    ASSERT_GT(ids.size(), 20u);
+    const std::string text = tok->decode(ids);
+    EXPECT_EQ(text, c.text);
+    EXPECT_EQ(tok->encode(text, false, true), ids) << escaped(text);
+  }
 }
 
 // The cut GLM-4.5 vocabulary: <think> and the tool tags are user-defined (in

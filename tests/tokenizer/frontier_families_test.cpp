@@ -7,9 +7,10 @@
 //    (ggml-vocab-gpt-oss.gguf);
 //  - the special-token facts of ../shared/golden/README.md ("Vocabularies"),
 //    i.e. what llama.cpp's llama_vocab::impl::load makes of these files;
-//  - reference/pre_splits.json: DeepSeek-V3's and Kimi-K2's split patterns,
-//    verbatim, run by Python's regex module (make_split_reference.py), for the
-//    two families whose vocabularies are not in ../shared.
+//  - reference/pre_splits.json: DeepSeek-V3's, Kimi-K2's and o200k's split
+//    patterns, verbatim, run by Python's regex module (make_split_reference.py):
+//    the only check for the two families whose vocabularies are not in
+//    ../shared.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -191,8 +192,8 @@ std::string joined(const std::vector<std::string>& words) {
   return s + "]";
 }
 
-// DeepSeek-V3 and Kimi-K2 cut the 46 strings (and 8 more of the generator's)
-// into the words the models' own patterns give (regex module, Unicode 14 as PCRE2 10.42). DeepSeek-V3's ids
+// DeepSeek-V3, Kimi-K2 and o200k cut the 46 strings (and 8 more of the
+// generator's) into the words the models' own patterns give (regex module, Unicode 14 as PCRE2 10.42). DeepSeek-V3's ids
 // for the strings (deepseek_v3.out) cannot be decoded without its vocabulary;
 // they are checked only for being at least one token per word.
 class ModelSplits : public ::testing::TestWithParam<const char*> {};
@@ -226,7 +227,8 @@ TEST_P(ModelSplits, MatchTheModelsPattern) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizer, ModelSplits, ::testing::Values("deepseek-v3", "kimi-k2"),
+INSTANTIATE_TEST_SUITE_P(Tokenizer, ModelSplits,
+                         ::testing::Values("deepseek-v3", "kimi-k2", "gpt-4o"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

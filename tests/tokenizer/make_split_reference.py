@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Pre-tokenizer word splits for models whose vocabulary is not in ../shared,
-computed with Python's `regex` module from the models' own split patterns.
+"""Pre-tokenizer word splits computed with Python's `regex` module from the
+models' own split patterns: DeepSeek-V3 and Kimi-K2, whose vocabularies are not
+in ../shared, and o200k (GPT-OSS) as a second check beside gptoss.out.
 
 DeepSeek-V3's tokenizer.json pre-tokenizes with a Sequence of three
 Split(pattern, behavior="Isolated") steps; each step cuts every piece left by
@@ -66,6 +67,19 @@ EXTRA = [
 ]
 
 
+# o200k_base (GPT-4o, GPT-OSS): tiktoken's openai_public.py pattern, also the
+# Split regex of GPT-OSS's tokenizer.json.
+O200K = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
+
 def split_isolated(pieces, pattern):
     out = []
     for piece in pieces:
@@ -91,8 +105,10 @@ def main():
     strings += EXTRA
     deepseek = [regex.compile(p, regex.VERSION1) for p in DEEPSEEK_V3]
     kimi = regex.compile(KIMI_K2, regex.VERSION1)
+    o200k = regex.compile(O200K, regex.VERSION1)
     result = {"inputs": "llamacpp-tests.inp", "extra": EXTRA, "regex": regex.__version__,
-              "unicode": unicodedata.unidata_version, "deepseek-v3": [], "kimi-k2": []}
+              "unicode": unicodedata.unidata_version, "deepseek-v3": [], "kimi-k2": [],
+              "gpt-4o": []}
     for s in strings:
         pieces = [s] if s else []
         for p in deepseek:
@@ -101,14 +117,17 @@ def main():
         words = [m.group() for m in kimi.finditer(s)]
         assert "".join(words) == s, "the Kimi-K2 pattern left characters unmatched"
         result["kimi-k2"].append(words)
+        words = [m.group() for m in o200k.finditer(s)]
+        assert "".join(words) == s, "the o200k pattern left characters unmatched"
+        result["gpt-4o"].append(words)
     # One line per string, so that a change shows as a readable diff.
     lines = ["{"]
     for key in ("inputs", "extra", "regex", "unicode"):
         lines.append(f"{json.dumps(key)}: {json.dumps(result[key], ensure_ascii=False)},")
-    for key in ("deepseek-v3", "kimi-k2"):
+    for key in ("deepseek-v3", "kimi-k2", "gpt-4o"):
         rows = [json.dumps(w, ensure_ascii=False) for w in result[key]]
         lines.append(f"{json.dumps(key)}: [\n" + ",\n".join(rows) + "\n]" +
-                     ("," if key == "deepseek-v3" else ""))
+                     ("" if key == "gpt-4o" else ","))
     lines.append("}")
     with open(OUT, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "chat/harmony.h"
 #include "engine/engine.h"
 
 namespace colibri::server {
@@ -42,7 +43,9 @@ std::string ChatFormatter::render(const nlohmann::ordered_json& messages,
                                   const nlohmann::ordered_json& tools,
                                   bool add_generation_prompt) const {
   ChatRequest r;
-  r.messages = messages;
+  // A gpt-oss reply sent back as generated carries its harmony channels,
+  // which the gpt-oss template refuses as content (chat/harmony.h).
+  r.messages = split_harmony_replies(messages);
   r.tools = tools;
   r.add_generation_prompt = add_generation_prompt;
   r.bos_token = bos_;

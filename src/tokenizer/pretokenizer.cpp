@@ -12,7 +12,9 @@ namespace {
 // The regexes, as the models' tokenizer.json files give them. Where llama.cpp
 // rewrote a pattern for std::regex (e.g. (?i:'s|...) as '[sS]|...), its
 // rewritten form is used when it means the same thing and avoids Unicode case
-// folding ('ſ' would match (?i:'s) in PCRE2 but not in llama.cpp).
+// folding ('ſ' would match (?i:'s) in PCRE2 but not in llama.cpp). o200k and
+// Kimi-K2 keep the model's form: their reference is tiktoken, which folds, and
+// for o200k llama.cpp already differs from the model elsewhere (\p{M}, below).
 
 // GPT-2: contractions, letters, digits, other symbols, each with an optional
 // leading space, then whitespace that does not steal the space before a word.
@@ -32,9 +34,12 @@ constexpr std::string_view kQwen2 =
 constexpr std::string_view kQwen35 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-// o200k (GPT-4o, gpt-oss): words split at lower-to-upper case changes.
+// o200k (GPT-4o, gpt-oss): words split at lower-to-upper case changes. As the
+// model writes it; llama.cpp's rewrite ((?=[\p{L}])[^a-z] for the cased
+// letters) leaves combining marks out of words, which splits Khmer differently
+// from GPT-OSS's own tokenizer (2 of llama.cpp's 46 test strings).
 constexpr std::string_view kGpt4o =
-    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Tekken (Mistral NeMo): o200k's word rule without contractions, single digits.
 constexpr std::string_view kTekken =
@@ -42,9 +47,14 @@ constexpr std::string_view kTekken =
 
 // Kimi-K2: Han runs first, then o200k's rule with Han excluded from letters.
 // The model's pattern writes the exclusion as a class intersection
-// ([\p{Lu}...&&[^\p{Han}]]), which PCRE2 spells with a lookahead.
+// ([\p{Lu}...&&[^\p{Han}]]), which PCRE2 spells with a lookahead. Its \p{Han}
+// is the Script property (tiktoken's Rust regex); PCRE2 10.40+ reads a bare
+// \p{Han} as Script_Extensions, which adds CJK punctuation such as 、 and 」,
+// so the script is named as sc=Han. llama.cpp splits Kimi-K2 with its own
+// code rather than a rewritten regex, so the contractions keep the model's
+// (?i:...) form, Unicode case folding included (tiktoken folds 'ſ' to 's').
 constexpr std::string_view kKimiK2 =
-    R"(\p{Han}+|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"(\p{sc=Han}+|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc=Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*(?:(?!\p{sc=Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc=Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+(?:(?!\p{sc=Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // DeepSeek-V3: digits and CJK/kana runs first; an ASCII symbol may lead a
 // Latin word.
@@ -118,7 +128,9 @@ const std::vector<Entry>& table() {
         {"[\r\n]", kDeepseekLetters, kDeepseekPunct, R"(\s+$)", kCjkHangul, R"(\p{N}+)"}, false);
     add({"deepseek-coder"},
         {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjkHangul, R"(\p{N})"}, false);
-    add({"deepseek-v3"}, {R"(\p{N}{1,3})", kCjkKana, kDeepseek3Main}, false);
+    // DeepSeek-V3/V3.1/V3.2/R1; Hunyuan's dense models and JoyAI reuse it.
+    add({"deepseek-v3", "hunyuan-dense", "joyai-llm"}, {R"(\p{N}{1,3})", kCjkKana, kDeepseek3Main},
+        false);
     add({"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}, true);
     add({"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "mpt",
          "olmo", "jais", "exaone4"},

@@ -117,11 +117,10 @@ TEST(ChatTemplate, MatchesHuggingFaceRenderings) {
 //   test_no_tools, test_browser_tool_only, test_browser_and_python_tool,
 //   test_browser_and_function_tool (builtin_tools and tools as kwargs,
 //   an empty system message standing for "no developer instructions").
-// The others do not apply: test_simple_convo*, test_reasoning_system_message*
-// have no date line or other channels; test_render_functions_with_parameters
-// renders schema titles/examples the template ignores; test_dropping_cot_*,
-// test_preserve_cot, test_keep_analysis_*, test_does_not_drop_* have no
-// system message at all; the rest are token ids or parser inputs.
+// The conversations without a date line are in the next test, which also
+// lists those the template cannot express; test_simple_reasoning_response and
+// test_simple_tool_call are token ids (tests/tokenizer), test_streamable_parser
+// and test_tool_response_parsing parser inputs.
 TEST(ChatTemplate, GptOssMatchesHarmony) {
   fs::path harmony = fs::path(kShared) / "data" / "gpt-oss-harmony";
   fs::path tmpl_path = templates_dir() / "openai-gpt-oss-120b.jinja";
@@ -156,6 +155,76 @@ TEST(ChatTemplate, GptOssMatchesHarmony) {
     std::string got = tmpl.render(req);
     EXPECT_TRUE(got == want) << first_difference(want, got);
   }
+}
+
+// harmony's conversations without a conversation start date: the template
+// cannot leave out its "Current date:" line (it always calls strftime_now), so
+// that one line is removed from the rendering and everything else must match:
+// reasoning effort, the user turn and the generation prompt. test_dropping_cot_by_default has
+// no system message at all; the template always writes one, so there the
+// turns after it are compared (an earlier turn's analysis is dropped).
+// Not expressible through the template: test_simple_convo_*_effort with
+// developer instructions (the template writes "\n\n" after the instructions,
+// for a "# Tools" section that may follow, also when none does; harmony ends the
+// message right after them), test_reasoning_system_message* (their
+// system message lists only the analysis and final channels, one also another
+// knowledge cutoff), test_preserve_cot (keeps an earlier turn's analysis),
+// test_keep_analysis_between_finals (the template ends a final assistant turn
+// with <|return|>, harmony with <|end|>), test_does_not_drop_if_ongoing_analysis
+// (harmony writes "<|constrain|>json" and renders tool results as
+// "<|start|>functions.X<|message|>", the template "json" and
+// "functions.X to=assistant<|channel|>commentary"), and
+// test_render_functions_with_parameters (schema titles and examples).
+TEST(ChatTemplate, GptOssMatchesHarmonyOutsideTheDateLine) {
+  fs::path harmony = fs::path(kShared) / "data" / "gpt-oss-harmony";
+  fs::path tmpl_path = templates_dir() / "openai-gpt-oss-120b.jinja";
+  if (!fs::exists(harmony) || !fs::exists(tmpl_path)) GTEST_SKIP() << "no ../shared gpt-oss data";
+  ChatTemplate tmpl(read_file(tmpl_path));
+  const std::string capital = "What is the capital of the largest country in the world?";
+  auto user = [](const std::string& text) { return ordered_json{{"role", "user"}, {"content", text}}; };
+  struct Case {
+    std::string file;
+    ordered_json messages;
+    const char* effort;  // nullptr: the template's default (medium)
+  };
+  const std::vector<Case> cases = {
+      {"test_simple_convo.txt", {user("What is 2 + 2?")}, nullptr},
+      {"test_simple_convo_low_effort_no_instruction.txt", {user(capital)}, "low"},
+      {"test_simple_convo_medium_effort_no_instruction.txt", {user(capital)}, "medium"},
+      {"test_simple_convo_high_effort_no_instruction.txt", {user(capital)}, "high"},
+  };
+  const std::string date_line = "Current date: 2025-06-28\n";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    ChatRequest req;
+    req.messages = c.messages;
+    if (c.effort) req.extra_context = {{"reasoning_effort", c.effort}};
+    req.now = reference_now();
+    std::string got = tmpl.render(req);
+    const size_t at = got.find(date_line);
+    ASSERT_NE(at, std::string::npos) << got;
+    got.erase(at, date_line.size());
+    std::string want = read_file(harmony / c.file);
+    while (!want.empty() && std::isspace(static_cast<unsigned char>(want.back()))) want.pop_back();
+    EXPECT_TRUE(got == want) << first_difference(want, got);
+  }
+
+  SCOPED_TRACE("test_dropping_cot_by_default.txt");
+  ChatRequest req;
+  req.messages = ordered_json::array(
+      {user("What is 2 + 2?"),
+       {{"role", "assistant"},
+        {"thinking", "User asks a simple question: \"What is 2 + 2?\" The answer: 4."},
+        {"content", "2 + 2 equals 4."}},
+       user("What about 9 / 2?")});
+  req.now = reference_now();
+  std::string got = tmpl.render(req);
+  const std::string system_end = "<|end|>";
+  ASSERT_EQ(got.rfind("<|start|>system<|message|>", 0), 0u);
+  got.erase(0, got.find(system_end) + system_end.size());
+  std::string want = read_file(harmony / "test_dropping_cot_by_default.txt");
+  while (!want.empty() && std::isspace(static_cast<unsigned char>(want.back()))) want.pop_back();
+  EXPECT_TRUE(got == want) << first_difference(want, got);
 }
 
 TEST(ChatTemplate, RaiseExceptionCarriesTheMessage) {

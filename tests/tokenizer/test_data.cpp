@@ -1,5 +1,6 @@
 #include "test_data.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,16 @@ std::string read_file(const std::filesystem::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+VocabOnlyGguf open_vocab_only(const std::filesystem::path& p) {
+  VocabOnlyGguf v;
+  const std::string all = read_file(p);
+  v.bytes.assign(all.begin(), all.end());
+  // Header: magic (4 bytes), version (4), tensor count (8), metadata count (8).
+  if (v.bytes.size() >= 16) std::fill(v.bytes.begin() + 8, v.bytes.begin() + 16, uint8_t{0});
+  v.file = GgufFile::parse(v.bytes.data(), v.bytes.size(), p.string());
+  return v;
 }
 
 std::vector<std::string> read_suite_inputs(const std::filesystem::path& p) {

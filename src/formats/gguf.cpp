@@ -158,7 +158,6 @@ const char* ggml_type_name(uint32_t id) {
     case 36: return "iq4_nl_4_4 (removed from ggml)";
     case 37: return "iq4_nl_4_8 (removed from ggml)";
     case 38: return "iq4_nl_8_8 (removed from ggml)";
-    case 39: return "mxfp4";
     case 40: return "nvfp4";
     case 41: return "q1_0";
     default: return "unknown";
@@ -320,7 +319,7 @@ void GgufFile::parse_all() {
     const DTypeInfo* info = dtype_info(ty);
     CLB_CHECK(info != nullptr && info->weight,
               "%s: tensor type %u (%s) is not supported (supported: f32 f16 bf16 q8_0 q4_0 q4_1 "
-              "q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K)",
+              "q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K mxfp4)",
               wt.c_str(), ty, ggml_type_name(ty));
     t.type = info->type;
     CLB_CHECK(t.ne[0] % info->block_size == 0,

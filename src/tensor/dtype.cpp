@@ -24,6 +24,7 @@ constexpr DTypeInfo kInfos[] = {
     {DType::Q6_K, "q6_K", 256, 210, true},
     {DType::Q8_K, "q8_K", 256, 292, false},
     {DType::BF16, "bf16", 1, 2, true},
+    {DType::MXFP4, "mxfp4", 32, 17, true},
 };
 
 }  // namespace

@@ -26,6 +26,7 @@ enum class DType : uint32_t {
   Q6_K = 14,
   Q8_K = 15,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct DTypeInfo {

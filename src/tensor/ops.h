@@ -4,7 +4,7 @@
 // Two numeric paths, selected per call:
 //  - Precision::kNative: activations are converted to the weight type's
 //    vec_dot type before the dot product (F16 for F16, BF16 for BF16, Q8_0 for
-//    Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants), as llama.cpp
+//    Q4_0/Q5_0/Q8_0/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants), as llama.cpp
 //    computes; compared against the goldens' NAME.json.
 //  - Precision::kReference: each weight row is dequantized to F32 and dotted
 //    with F32 activations; compared against NAME.dequant-f32.json.
@@ -111,7 +111,7 @@ Isa active_isa();
 void set_kernel_isa(Isa isa);
 
 // Quantizes n F32 weights to type t as ggml's reference quantizers do
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1). Throws Error for a type
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4). Throws Error for a type
 // without one.
 void quantize_weights(DType t, const float* src, void* dst, int64_t n);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace colibri {
 
@@ -88,6 +89,27 @@ struct block_q6_K {
   int8_t scales[kQK_K / 16];
   uint16_t d;
 };
+// OCP microscaling FP4: x = kMxfp4Values[code] * 2^(e - 128), code a 4-bit
+// E2M1 value (bit 3 the sign) in the nibbles as q4_0's (element j low in
+// qs[j], j + 16 high), e an E8M0 exponent. The table holds twice the E2M1
+// values (0, .5, 1, 1.5, 2, 3, 4, 6) so products stay in int8, and the scale
+// is half the E8M0 one, 2^(e - 127), to make up for it, as ggml does.
+struct block_mxfp4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) exactly, built from its bits (ggml's GGML_E8M0_TO_FP32_HALF):
+// e = 0 and 1 are the denormals 2^-128 and 2^-127, e = 255 gives 2^127 (E8M0's
+// NaN code is not treated specially, as in ggml).
+inline float e8m0_to_float_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Activations for the K-quants: bsums[i] = sum of qs[16 i .. 16 i + 15].
 struct block_q8_K {
   float d;
@@ -107,6 +129,7 @@ static_assert(sizeof(block_q4_K) == 144);
 static_assert(sizeof(block_q5_K) == 176);
 static_assert(sizeof(block_q6_K) == 210);
 static_assert(sizeof(block_q8_K) == 292);
+static_assert(sizeof(block_mxfp4) == 17);
 
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block: bytes
 // 0..3 hold scales 0..3 (low 6 bits), 4..7 mins 0..3; 8..11 hold the low

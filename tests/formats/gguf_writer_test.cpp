@@ -196,7 +196,7 @@ constexpr TypeCase kTypeCases[] = {
     {DType::Q4_0, 32, 18},  {DType::Q4_1, 32, 20},   {DType::Q5_0, 32, 22},
     {DType::Q5_1, 32, 24},  {DType::Q8_0, 32, 34},   {DType::Q2_K, 256, 84},
     {DType::Q3_K, 256, 110}, {DType::Q4_K, 256, 144}, {DType::Q5_K, 256, 176},
-    {DType::Q6_K, 256, 210},
+    {DType::Q6_K, 256, 210}, {DType::MXFP4, 32, 17},
 };
 
 class GgufWriterAlignment : public testing::TestWithParam<size_t> {};

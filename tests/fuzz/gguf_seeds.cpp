@@ -93,7 +93,7 @@ GgufWriter every_dtype(size_t alignment) {
   w.set_alignment(alignment);
   DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
                    DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                   DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                   DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4};
   uint8_t seed = 0;
   for (DType t : types) {
     int64_t n0 = dtype_info(t).block_size;

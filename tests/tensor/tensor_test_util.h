@@ -18,7 +18,7 @@ namespace colibri::testing {
 inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
                                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                          DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                                         DType::Q6_K};
+                                         DType::Q6_K, DType::MXFP4};
 
 // How the block scales of random weights are chosen.
 enum class Scales { kTypical, kLarge };
@@ -108,6 +108,13 @@ inline std::vector<uint8_t> random_weights(DType t, int64_t n, std::mt19937& rng
       break;
     case DType::Q6_K:
       for (int64_t i = 0; i < nb; ++i) set_half(&reinterpret_cast<block_q6_K*>(buf.data())[i].d, sgn() * sc() / 16);
+      break;
+    case DType::MXFP4:
+      // Block scales 2^-10..2^-6 (typical) or 2^5..2^9 (large: values up to
+      // 12 * 2^9, whose products with large activations stay finite).
+      for (int64_t i = 0; i < nb; ++i)
+        reinterpret_cast<block_mxfp4*>(buf.data())[i].e =
+            static_cast<uint8_t>((s == Scales::kLarge ? 133 : 118) + byte(rng) % 5);
       break;
     default:
       break;

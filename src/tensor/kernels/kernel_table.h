@@ -69,8 +69,8 @@ using UnpackRowFn = void (*)(const uint8_t* group, int i, uint8_t* dst, int64_t 
 using PackedTileFn = void (*)(const uint8_t* w, int64_t n_groups, const uint8_t* x,
                               size_t x_stride, int64_t nt, int64_t n, float* y, size_t y_stride);
 
-// DType ids are < 31 (ggml numbering, BF16 = 30); entries are indexed by id.
-constexpr int kTypeSlots = 31;
+// DType ids are < 40 (ggml numbering, MXFP4 = 39); entries are indexed by id.
+constexpr int kTypeSlots = 40;
 constexpr int slot(DType t) {
   return static_cast<int>(t);
 }

@@ -210,6 +210,20 @@ void dequantize_q6_K(const void* src, float* dst, int64_t n) {
   }
 }
 
+// x[j] = kMxfp4Values[code] * 2^(e - 128): both factors and the product are
+// exact in F32 (the product overflows to infinity only for e = 255 with
+// |code value| >= 2).
+void dequantize_mxfp4(const void* src, float* dst, int64_t n) {
+  const auto* x = static_cast<const block_mxfp4*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = e8m0_to_float_half(x[i].e);
+    for (int j = 0; j < kQK / 2; ++j) {
+      dst[j] = kMxfp4Values[x[i].qs[j] & 0x0F] * d;
+      dst[j + kQK / 2] = kMxfp4Values[x[i].qs[j] >> 4] * d;
+    }
+  }
+}
+
 void dequantize_q8_K(const void* src, float* dst, int64_t n) {
   const auto* x = static_cast<const block_q8_K*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i)

@@ -117,6 +117,26 @@ float dot_q8_0(const void* w, const void* xv, int64_t n) {
   return sumf;
 }
 
+// sum_b (d_x 2^(e_b - 128)) sum_j kMxfp4Values[code_j] x_j, in ggml's order:
+// the two scales multiplied first, then by the block's exact integer sum.
+// With e = 255 the scale product may be infinite (and 0 * inf a NaN), as in
+// ggml; nothing here is undefined.
+float dot_mxfp4(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_mxfp4*>(w);
+  const auto* y = static_cast<const block_q8_0*>(xv);
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / kQK; ++ib) {
+    int sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      sumi += kMxfp4Values[x[ib].qs[j] & 0x0F] * y[ib].qs[j];
+      sumi += kMxfp4Values[x[ib].qs[j] >> 4] * y[ib].qs[j + kQK / 2];
+    }
+    const float d = half_to_float(y[ib].d) * e8m0_to_float_half(x[ib].e);
+    sumf += d * static_cast<float>(sumi);
+  }
+  return sumf;
+}
+
 // sum_b d_x (d_w sum_i sc_i sum_j q_j x_j - dmin_w sum_i m_i bsum_i)
 float dot_q2_K(const void* w, const void* xv, int64_t n) {
   const auto* x = static_cast<const block_q2_K*>(w);

@@ -1,6 +1,6 @@
 // Reference weight quantizers: ggml's quantize_row_q4_0_ref, _q4_1_ref,
-// _q5_0_ref and _q5_1_ref (q8_0 shares the activation quantizer), for writing
-// model files and for tests.
+// _q5_0_ref, _q5_1_ref and _mxfp4_ref (q8_0 shares the activation quantizer),
+// for writing model files and for tests.
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -105,6 +105,44 @@ void quantize_weights_q5_1(const float* src, void* dst, int64_t n) {
       qh |= static_cast<uint32_t>((q1 & 0x10) >> 4) << (j + kQK / 2);
     }
     std::memcpy(y[i].qh, &qh, 4);
+  }
+}
+
+// e = floor(log2(amax)) - 2 + 127, so amax / 2^(e - 127) lies in [4, 8) and
+// the largest value lands on a code near 6 (E2M1's top) times the E8M0 scale;
+// each value then takes the nearest code (the first in table order on ties,
+// so 0 never becomes code 8, "-0"). log2f as ggml computes it, so a value just
+// below a power of two gets the exponent ggml gives it. Where ggml's cast to
+// uint8_t would be undefined (amax below 2^-125 or infinite), e is clamped to
+// 0..255; NaNs never win amax (every comparison with them is false) and take
+// code 0.
+void quantize_weights_mxfp4(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_mxfp4*>(dst);
+  auto nearest = [](float v, float d) {
+    int best = 0;
+    float best_err = std::fabs(kMxfp4Values[0] * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float err = std::fabs(kMxfp4Values[i] * d - v);
+      if (err < best_err) {
+        best = i;
+        best_err = err;
+      }
+    }
+    return best;
+  };
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j)
+      if (amax < std::fabs(src[j])) amax = std::fabs(src[j]);
+    int e = 0;
+    if (amax > 0.0f) {
+      const float l = std::floor(std::log2(amax)) - 2 + 127;
+      e = l <= 0.0f ? 0 : l >= 255.0f ? 255 : static_cast<int>(l);
+    }
+    y[i].e = static_cast<uint8_t>(e);
+    const float d = e8m0_to_float_half(y[i].e);
+    for (int j = 0; j < kQK / 2; ++j)
+      y[i].qs[j] = static_cast<uint8_t>(nearest(src[j], d) | (nearest(src[j + kQK / 2], d) << 4));
   }
 }
 

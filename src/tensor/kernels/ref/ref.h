@@ -23,6 +23,7 @@ void dequantize_q4_K(const void* src, float* dst, int64_t n);
 void dequantize_q5_K(const void* src, float* dst, int64_t n);
 void dequantize_q6_K(const void* src, float* dst, int64_t n);
 void dequantize_q8_K(const void* src, float* dst, int64_t n);
+void dequantize_mxfp4(const void* src, float* dst, int64_t n);
 
 // Activation quantizers (F32 -> the vec_dot types).
 void quantize_f32(const float* src, void* dst, int64_t n);
@@ -37,6 +38,7 @@ void quantize_weights_q4_0(const float* src, void* dst, int64_t n);
 void quantize_weights_q4_1(const float* src, void* dst, int64_t n);
 void quantize_weights_q5_0(const float* src, void* dst, int64_t n);
 void quantize_weights_q5_1(const float* src, void* dst, int64_t n);
+void quantize_weights_mxfp4(const float* src, void* dst, int64_t n);
 
 // ggml's nearest_int: round to nearest, ties to even, for |x| < 2^22.
 int nearest_int(float x);
@@ -50,6 +52,7 @@ float dot_q5_0(const void* w, const void* x, int64_t n);  // x: q8_0
 float dot_q8_0(const void* w, const void* x, int64_t n);  // x: q8_0
 float dot_q4_1(const void* w, const void* x, int64_t n);  // x: q8_1
 float dot_q5_1(const void* w, const void* x, int64_t n);  // x: q8_1
+float dot_mxfp4(const void* w, const void* x, int64_t n);  // x: q8_0
 float dot_q2_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q3_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q4_K(const void* w, const void* x, int64_t n);  // x: q8_K

@@ -41,6 +41,8 @@ constexpr TraitsRow kRows[] = {
     {DType::Q5_K, ref::dequantize_q5_K, DType::Q8_K, ref::dot_q5_K, nullptr, nullptr},
     {DType::Q6_K, ref::dequantize_q6_K, DType::Q8_K, ref::dot_q6_K, nullptr, nullptr},
     {DType::Q8_K, ref::dequantize_q8_K, DType::Q8_K, nullptr, ref::quantize_q8_K, nullptr},
+    {DType::MXFP4, ref::dequantize_mxfp4, DType::Q8_0, ref::dot_mxfp4, nullptr,
+     ref::quantize_weights_mxfp4},
 };
 
 struct Tables {

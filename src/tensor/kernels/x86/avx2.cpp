@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C kernels (x86_common.h with vpmaddubsw int8 products), and
-// a q4_0 rows x tokens tile over prepared activations.
+// q4_0 and mxfp4 rows x tokens tiles over prepared activations.
 #define CLB_X86_VNNI 0
 #include "tensor/kernels/x86/prepared_family.h"
 #include "tensor/kernels/x86/x86_common.h"
@@ -7,24 +7,26 @@
 namespace colibri {
 namespace {
 
-// q4_0 against q8_0 activations, one block per step. The nibbles stay
-// unsigned (0..15, so vpmaddubsw pairs cannot saturate) and each int32 lane
-// starts at -8 * (sum of its 4 activations), prepared once per call with the
-// activations' scale; per row and block that leaves the nibble split and the
+// A 4-bit type W (x86_common.h's Q4_0Weights, Mxfp4Weights) against q8_0
+// activations, one block per step. The weights stay unsigned (u = value +
+// kOffset, so vpmaddubsw pairs cannot saturate) and each int32 lane starts at
+// -kOffset * (sum of its 4 activations), prepared once per call with the
+// activations' scale; per row and block that leaves the unpacking and the
 // scale, per (row, token) vpmaddubsw, vpmaddwd, one add and three float ops.
-// Measured in L2 on one core: matvec 8.4 -> 12 GB/s, 16-token matmul 30 -> 56
-// Gop/s, against the shared per-row dot.
-struct Q4_0Avx2 {
+// q4_0, measured in L2 on one core: matvec 8.4 -> 12 GB/s, 16-token matmul 30
+// -> 56 Gop/s, against the shared per-row dot.
+template <typename W>
+struct Nibble4Avx2 {
   struct Act {
     __m256i y;     // the block's 32 activations
-    __m256i corr;  // -8 * sum of each int32 lane's 4 activations
+    __m256i corr;  // -kOffset * sum of each int32 lane's 4 activations
     float d;
   };
   using XBlock = block_q8_0;
   static constexpr int kBlocksPerStep = 1;
   static constexpr int kSegSteps = 64;  // 2048 weights; 4 tokens: 24 KB
   static constexpr int kBlockElems = kQK;
-  static constexpr size_t kBlockBytes = sizeof(block_q4_0);
+  static constexpr size_t kBlockBytes = sizeof(typename W::Block);
   // Rows ahead of the reads, into L1 and into L2: as the AVX-512 tiles
   // (avx512.cpp).
   static constexpr int kPrefetchBytes = 4096, kPrefetchFarBytes = 16384;
@@ -33,7 +35,7 @@ struct Q4_0Avx2 {
     a.y = load32(xb->qs);
     const __m256i sum4 =
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), a.y), _mm256_set1_epi16(1));
-    a.corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum4, 3));
+    a.corr = _mm256_mullo_epi32(sum4, _mm256_set1_epi32(-W::kOffset));
     a.d = h2f(xb->d);
   }
 
@@ -46,15 +48,15 @@ struct Q4_0Avx2 {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
-        const auto* blk = reinterpret_cast<const block_q4_0*>(w + r * w_stride) + b;
-        if ((b & 3) == 0) {  // 72 bytes per 4 blocks: two lines
+        const auto* blk = reinterpret_cast<const typename W::Block*>(w + r * w_stride) + b;
+        if ((b & 3) == 0) {  // 72 (q4_0) or 68 (mxfp4) bytes per 4 blocks: two lines
           _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes, _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchBytes + 64, _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchFarBytes, _MM_HINT_T1);
           _mm_prefetch(reinterpret_cast<const char*>(blk) + kPrefetchFarBytes + 64, _MM_HINT_T1);
         }
-        const __m256i u = nibbles_32(blk->qs);
-        const __m256 dw = _mm256_set1_ps(h2f(blk->d));
+        const __m256i u = W::unpack(*blk);
+        const __m256 dw = _mm256_set1_ps(W::scale(*blk));
         for (int t = 0; t < T; ++t) {
           const Act& a = act[t][b];
           const __m256i s =
@@ -73,7 +75,8 @@ struct Q4_0Avx2 {
 };
 
 // 4 rows x 2 tokens: 8 accumulators of AVX2's 16 registers.
-using Q4_0Avx2Family = PreparedFamily<Q4_0Avx2, 4, 2>;
+using Q4_0Avx2Family = PreparedFamily<Nibble4Avx2<Q4_0Weights>, 4, 2>;
+using Mxfp4Avx2Family = PreparedFamily<Nibble4Avx2<Mxfp4Weights>, 4, 2>;
 
 }  // namespace
 
@@ -81,6 +84,8 @@ void add_avx2_kernels(KernelTable& t) {
   add_common_x86_kernels(t);
   t.dot[slot(DType::Q4_0)] = Q4_0Avx2Family::dot;
   t.tile[slot(DType::Q4_0)] = Q4_0Avx2Family::tile;
+  t.dot[slot(DType::MXFP4)] = Mxfp4Avx2Family::dot;
+  t.tile[slot(DType::MXFP4)] = Mxfp4Avx2Family::tile;
 }
 
 }  // namespace colibri

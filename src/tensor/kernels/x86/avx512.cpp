@@ -109,7 +109,13 @@ struct Q5_0Weights {
     return _mm256_or_si256(nibbles_32(b.qs),
                            _mm256_and_si256(bits_32(b.qh), _mm256_set1_epi8(0x10)));
   }
+  static float scale(const Block& b) { return h2f(b.d); }
 };
+// mxfp4 takes x86_common.h's Mxfp4Weights (u = code value + 12). Rows stay
+// in the file's layout: the packed row groups (kernels/ref/packed.cpp) keep
+// fp16 scales in 2-byte slots, and MXFP4's 1-byte exponent would need a
+// layout, a scalar packed kernel and tests of its own, with no measurement
+// yet that the plain tile below is the bottleneck.
 
 // Two 8-lane halves: a for block b, b2 for block b + 1 (or zero).
 inline __m512i join(__m256i lo, __m256i hi) {
@@ -143,7 +149,7 @@ void q8_0_tile(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_str
       const Block* wb = reinterpret_cast<const Block*>(w + r * w_stride) + b;
       prefetch_ahead(wb, 2);
       const __m512i u = join(W::unpack(wb[0]), two ? W::unpack(wb[1]) : zero);
-      const __m512 dw = join_scales(h2f(wb[0].d), two ? h2f(wb[1].d) : 0.0f);
+      const __m512 dw = join_scales(W::scale(wb[0]), two ? W::scale(wb[1]) : 0.0f);
       for (int t = 0; t < T; ++t) {
         const __m512i s = _mm512_dpbusd_epi32(a_off[t], u, a[t]);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, da[t]), acc[r][t]);
@@ -580,6 +586,7 @@ void add_avx512_kernels(KernelTable& t) {
   t.dot[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::dot;
   t.tile[slot(DType::Q6_K)] = q6_K_tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
+  add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
   t.attend = attend_512<float>;
   t.attend_f16 = attend_512<uint16_t>;
   t.attend_batch = attend_batch_x86<float, &attend_512<float>, GroupKernel512>;

@@ -101,6 +101,31 @@ inline __m256i load32(const void* p) {
 
 // ---- legacy 32-element blocks ----
 
+// Weight policies for kernels that take a block's 32 values as unsigned
+// bytes u (so vpmaddubsw/vpdpbusd can multiply them with int8 activations)
+// and undo the offset through the activations' sums: value = u - kOffset.
+struct Q4_0Weights {
+  using Block = block_q4_0;
+  static constexpr int kOffset = 8;
+  static __m256i unpack(const Block& b) { return nibbles_32(b.qs); }
+  static float scale(const Block& b) { return h2f(b.d); }
+};
+// MXFP4's codes through a 16-byte table (vpshufb) to kMxfp4Values + 12, in
+// 0..24: a sign-free operand, and vpmaddubsw's pair sums (<= 2 * 24 * 127)
+// cannot saturate.
+struct Mxfp4Weights {
+  using Block = block_mxfp4;
+  static constexpr int kOffset = 12;
+  static __m256i unpack(const Block& b) {
+    const __m256i table = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values))),
+        _mm256_set1_epi8(kOffset));
+    return _mm256_shuffle_epi8(table, nibbles_32(b.qs));
+  }
+  static float scale(const Block& b) { return e8m0_to_float_half(b.e); }
+};
+
+
 float dot_q8_0(const void* w, const void* xv, int64_t n) {
   const auto* x = static_cast<const block_q8_0*>(w);
   const auto* y = static_cast<const block_q8_0*>(xv);

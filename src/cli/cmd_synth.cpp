@@ -91,8 +91,8 @@ Runner add_synth(CLI::App& app) {
   c->add_option("-o,--output", a->out, "output file")->required();
   c->add_option("-s,--seed", a->seed, "random seed (the same seed writes the same bytes)")->capture_default_str();
   c->add_option("--routing", a->routing,
-                "natural (default): routers and biases as drawn, routing as uneven as a random network "
-                "makes it; uniform: every expert about equally popular, the worst case for a cache; zipf: "
+                "natural (default): routers and biases as drawn, reading a massive activation in the "
+                "embeddings, so routing is uneven as a trained model's is; uniform: every expert about equally popular, the worst case for a cache; zipf: "
                 "expert popularity ~(rank+1)^-S, S from --router-skew");
   c->add_option("--router-skew", a->router_skew, "Zipf exponent S of --routing zipf (given alone, selects it)")
       ->capture_default_str()

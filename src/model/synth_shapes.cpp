@@ -52,7 +52,10 @@ constexpr SynthShape kShapes[] = {
      .n_expert_group = 1, .n_expert_group_used = 1, .exp_probs_b = true, .rope_scaling = "yarn",
      .rope_factor = 32, .rope_orig_ctx = 4096, .yarn_beta_fast = 1, .yarn_beta_slow = 1, .yarn_log_mul = 0.1f},
     // deepseek-ai/DeepSeek-V2-Lite: MLA without the q LoRA, softmax routing
-    // without renormalisation, YaRN x40 with mscale_all_dim 0.707.
+    // without renormalisation, YaRN x40 with mscale_all_dim 0.707. llama.cpp
+    // tells this form (no attention.q_lora_rank) from V3's by its 27 layers,
+    // so it loads the whole model but not a slice, nor tiny-deepseek-v2-lite;
+    // colibri reads the missing key as 0 and loads them all.
     {.name = "deepseek-v2-lite", .arch = "deepseek2", .n_layer = 27, .n_embd = 2048, .n_head = 16, .n_head_kv = 1,
      .n_vocab = 102400, .n_ctx_train = 163840, .n_ff = 10944, .n_expert = 64, .n_expert_used = 6,
      .n_ff_exp = 1408, .n_expert_shared = 2, .n_layer_dense_lead = 1, .rms_eps = 1e-6f, .rope_base = 1e4f,

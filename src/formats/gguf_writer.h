@@ -97,6 +97,9 @@ class GgufWriter {
   size_t n_kv() const { return kvs_.size(); }
   size_t n_tensors() const { return tensors_.size(); }
   GgufLayout layout() const;
+  // The bytes before the data section (header, metadata, tensor infos,
+  // padding): layout().data_offset of them.
+  std::vector<uint8_t> header() const { return header_bytes(nullptr); }
 
   // Writes path atomically (a temporary beside it, then rename). Throws Error.
   void write(const std::string& path) const;

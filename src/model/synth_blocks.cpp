@@ -150,6 +150,21 @@ void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, b
       }
       return;
     }
+    case DType::MXFP4: {  // kMxfp4Values[code] * 2^(e - 128), codes uniform: E = 34.25
+      // The scale is a power of two: each block takes the one below or above
+      // the wanted d, with odds that make E[d^2] exact.
+      auto* b = reinterpret_cast<block_mxfp4*>(dst);
+      const float d = sigma / std::sqrt(34.25f);
+      const int lo = static_cast<int>(std::floor(std::log2(d)));
+      const float p_hi = (d * d / std::ldexp(1.0f, 2 * lo) - 1.0f) / 3.0f;
+      for (int64_t i = 0; i < nb; ++i) {
+        const int e = 128 + lo + (rng.uniform() < p_hi ? 1 : 0);
+        b[i].e = static_cast<uint8_t>(std::clamp(e, 2, 254));
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+      }
+      if (zero0) b[0].qs[0] &= 0xF0;
+      return;
+    }
     default:
       CLB_CHECK(false, "synth: no random block generator for type %s", info.name);
   }

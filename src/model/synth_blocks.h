@@ -50,6 +50,13 @@ void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, b
 // activation" a few times the other coordinates' scale (they are N(0, 1)).
 constexpr float kChannel = 3.0f;
 
+// Natural routing: coordinate 0 of every token embedding is S sqrt(n_embd)
+// with S = kMassive, S times the norm of the rest, as trained models' hidden
+// states carry a few "massive activations" in fixed coordinates. Random
+// routers read it as a per-expert bias of standard deviation ~S against noise
+// of ~1 (and the layers carry it on), which is what makes the routing uneven.
+constexpr float kMassive = 0.25f;
+
 // Patches a random embedding row so element 0 holds c (see synth_blocks.cpp).
 void set_channel(DType t, float c, uint8_t* dst);
 

@@ -46,17 +46,21 @@ std::string vocab_for(const std::string& arch) {
   return "ggml-vocab-qwen2.gguf";
 }
 
+// skew > 0: Zipf routing of that exponent; otherwise the given mode (uniform
+// by default: these tests check the constant channel's bookkeeping).
 fs::path synth(const SynthShape& s, SynthType t, uint64_t seed = 7, float skew = 0, int threads = 2,
-               const std::string& tag = "") {
+               const std::string& tag = "", SynthRouting routing = SynthRouting::kUniform) {
   SynthOptions o;
   o.shape = s;
   o.type = t;
   o.seed = seed;
+  o.routing = skew > 0 ? SynthRouting::kZipf : routing;
   o.router_skew = skew;
   o.vocab_path = (kVocab / vocab_for(s.arch)).string();
   o.n_threads = threads;
   fs::path out = tmp_dir() / (std::string(s.name) + "-" + synth_type_name(t) + "-" + std::to_string(seed) + "-" +
-                              std::to_string(skew) + "-" + std::to_string(threads) + tag + ".gguf");
+                              std::to_string(skew) + "-" + synth_routing_name(o.routing) + "-" +
+                              std::to_string(threads) + tag + ".gguf");
   write_synth_model(o, out.string());
   return out;
 }

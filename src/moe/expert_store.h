@@ -54,6 +54,16 @@ struct ExpertStoreStats {
   uint64_t pred_hits = 0;       // of those, experts the prediction named
 };
 
+// Where one (layer, expert) slab is, and what reaching it has cost: for
+// monitoring (the server's expert map), not for placement decisions.
+enum class Residency : uint8_t { kMapped, kOnDisk, kLoading, kCached, kPinned };
+struct ExpertCounters {
+  uint64_t hits = 0;        // acquires served without waiting on a load
+  uint64_t misses = 0;      // acquires that waited on a load
+  uint64_t bytes_read = 0;  // bytes read from disk for this slab
+  Residency where = Residency::kMapped;
+};
+
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
@@ -76,6 +86,10 @@ class ExpertStore {
   // Whether acquire(layer, expert) would return without waiting on a load.
   virtual bool ready(int layer, int expert) const { return true; }
   virtual ExpertStoreStats stats() const = 0;
+  // Fills out[layer * n_expert + expert] (out holds n_layer * n_expert) and
+  // returns true; false where the store keeps no per-expert figures (the
+  // mapped store: every expert is in the mapping, the page cache decides).
+  virtual bool expert_counters(std::span<ExpertCounters> out) const { return false; }
   virtual const char* name() const = 0;
   // The dense weights a placed store copies out of the file load in the
   // background, in stages (moe/dense_arena.h: 0 the token embeddings, 1 + l

@@ -345,6 +345,9 @@ class PlacedStore : public ExpertStore {
   int max_held() const override { return inner_->max_held(); }
   bool ready(int layer, int expert) const override { return inner_->ready(layer, expert); }
   ExpertStoreStats stats() const override { return inner_->stats(); }
+  bool expert_counters(std::span<ExpertCounters> out) const override {
+    return inner_->expert_counters(out);
+  }
   const char* name() const override { return inner_->name(); }
   void wait_dense(int stage) override { arena_.wait(stage); }
   bool read_embedding_row(int64_t row, uint8_t* dst) override {

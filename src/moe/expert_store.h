@@ -98,6 +98,9 @@ class ExpertStore {
   // be read. Throws Error if their load failed.
   static constexpr int kAllDense = 1 << 30;
   virtual void wait_dense(int stage) {}
+  // Bytes of dense weights read so far and in all (a progress display polls
+  // it); false where the store loads none itself.
+  virtual bool dense_progress(uint64_t* done, uint64_t* total) const { return false; }
   // Token embeddings a placed store left in the file (a tight budget): copies
   // row `row` (the file's layout) to dst and returns true; false where they
   // are resident and the caller reads its view. Throws Error on a failed read.

@@ -350,6 +350,10 @@ class PlacedStore : public ExpertStore {
   }
   const char* name() const override { return inner_->name(); }
   void wait_dense(int stage) override { arena_.wait(stage); }
+  bool dense_progress(uint64_t* done, uint64_t* total) const override {
+    arena_.progress(done, total);
+    return true;
+  }
   bool read_embedding_row(int64_t row, uint8_t* dst) override {
     if (!arena_.embeddings_on_demand()) return false;
     arena_.read_embedding_row(row, dst);

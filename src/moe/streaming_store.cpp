@@ -283,7 +283,8 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
     at += round_up(op.length, kPage);
   }
   CLB_ASSERT(at <= slot_bytes_);
-  for (int p = 0; p < kParts; ++p) per_expert_[key].bytes_read += ops_[static_cast<size_t>(slot) * kParts + p].length;
+  for (int p = 0; p < kParts; ++p)
+    per_expert_[key].bytes_read += ops_[static_cast<size_t>(slot) * kParts + p].length;
   s.key = key;
   s.state = State::kLoading;
   s.failed = false;

@@ -101,6 +101,13 @@ test('the page chats, streams and maps the experts', async (t) => {
   assert.notEqual(await page.$eval('#f-hit', (e) => e.textContent), '–');
   assert.match(await page.$eval('#plan', (e) => e.textContent), /cache slots/);
 
+  // A stream interval out of range is a clear 400, not a busy loop.
+  for (const bad of ['abc', '0', '49', '10001', '250ms', '-5']) {
+    const r = await fetch(`${server.url}/v1/colibri/stats/stream?interval_ms=${bad}`);
+    assert.equal(r.status, 400, bad);
+    assert.equal((await r.json()).error.param, 'interval_ms');
+  }
+
   // Hovering a used cell names it.
   const hot = await page.$('#expert-map .cell:not([data-uses="0"])');
   await hot.hover();

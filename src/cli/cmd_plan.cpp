@@ -2,6 +2,7 @@
 // the disk reads per token to expect.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -32,7 +33,9 @@ void replay(const Plan& p, const ModelConfig& cfg, const std::string& path, bool
   const ProgressStyle style = progress_style(stderr, quiet);
   RoutingLog log;
   {
-    Progress reading("reading " + path, 0, style);
+    std::error_code size_error;  // an unreadable size: no percent, read_routing_log says why
+    const uint64_t bytes = std::filesystem::file_size(path, size_error);
+    Progress reading("reading " + path, size_error ? 0 : bytes, style);
     log = read_routing_log(path, [&](uint64_t done, uint64_t) { reading.update(done); });
   }
   if (log.n_layer != cfg.n_layer || log.n_expert != cfg.n_expert)

@@ -45,7 +45,7 @@ test('the page chats, streams and maps the experts', async (t) => {
   page.on('pageerror', (e) => errors.push('pageerror: ' + e.message));
   page.on('requestfailed', (r) => {
     // The stats stream is cut when the page closes; anything else is a failure.
-    if (!r.url().includes('/stats/stream')) errors.push('request failed: ' + r.url());
+    if (!r.url().includes('/stats/stream')) errors.push('request failed: ' + r.url() + ' (' + (r.failure()?.errorText ?? '?') + ')');
   });
 
   await page.goto(server.url + '/', { waitUntil: 'domcontentloaded' });

@@ -2,8 +2,11 @@
 // the disk reads per token to expect.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <thread>
 
+#include "base/progress.h"
 #include "cli/commands.h"
 #include "cli/store_flags.h"
 #include "formats/gguf.h"
@@ -22,11 +25,19 @@ struct PlanArgs {
   DType kv_type = DType::F16;
   ExpertStoreOptions store;
   std::string routing_trace;  // routing log to replay, or empty
+  bool quiet = false;         // no progress on stderr
 };
 
 // What the plan's cache would serve on a recorded workload.
-void replay(const Plan& p, const ModelConfig& cfg, const std::string& path) {
-  const RoutingLog log = read_routing_log(path);
+void replay(const Plan& p, const ModelConfig& cfg, const std::string& path, bool quiet) {
+  const ProgressStyle style = progress_style(stderr, quiet);
+  RoutingLog log;
+  {
+    std::error_code size_error;  // an unreadable size: no percent, read_routing_log says why
+    const uint64_t bytes = std::filesystem::file_size(path, size_error);
+    Progress reading("reading " + path, size_error ? 0 : bytes, style);
+    log = read_routing_log(path, [&](uint64_t done, uint64_t) { reading.update(done); });
+  }
   if (log.n_layer != cfg.n_layer || log.n_expert != cfg.n_expert)
     fail("routing log '%s' is for %d layers x %d experts; the model has %d x %d", path.c_str(), log.n_layer,
          log.n_expert, cfg.n_layer, cfg.n_expert);
@@ -38,7 +49,15 @@ void replay(const Plan& p, const ModelConfig& cfg, const std::string& path) {
     std::printf("  every expert is resident: all uses served from memory\n");
     return;
   }
-  const Replay r = replay_policies(log, p.n_slots, p.pinned, p.history);
+  Replay r;
+  {
+    std::unique_ptr<Progress> replaying;  // sized by the first report
+    r = replay_policies(log, p.n_slots, p.pinned, p.history, [&](uint64_t done, uint64_t total) {
+      if (!replaying)
+        replaying = std::make_unique<Progress>("replaying", total, style, stderr, ProgressUnit::kCount, "uses");
+      replaying->update(done);
+    });
+  }
   for (const PolicyReplay& row : r.rows)
     std::printf("  %-15s %5.1f%% of expert uses from memory, %s read per token; second half %5.1f%%\n",
                 row.name.c_str(), 100.0 * row.served,
@@ -65,7 +84,7 @@ int plan(const PlanArgs& a) {
   std::printf("KV cache (%s) and scratch for %d tokens of context, batches of %d, %d threads\n",
               dtype_name(a.kv_type), n_ctx, a.n_batch, threads);
   std::fputs(p.describe().c_str(), stdout);
-  if (!a.routing_trace.empty()) replay(p, cfg, a.routing_trace);
+  if (!a.routing_trace.empty()) replay(p, cfg, a.routing_trace, a.quiet);
   return 0;
 }
 
@@ -86,6 +105,7 @@ Runner add_plan(CLI::App& app) {
   c->add_option("--routing-trace", a->routing_trace,
                 "replay a routing log (colibri run --routing-out) through this plan's expert cache")
       ->type_name("FILE");
+  c->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
   return [a] { return plan(*a); };
 }
 

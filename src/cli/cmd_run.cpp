@@ -8,6 +8,7 @@
 #include "base/sys.h"
 #include "base/utf8.h"
 #include "cli/commands.h"
+#include "cli/load_progress.h"
 #include "engine/generate.h"
 #include "moe/routing_log.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 struct RunArgs {
   EngineOptions engine;
+  bool quiet = false;  // no progress on stderr
   std::string prompt;
   GenerateOptions gen;
   bool verbose = false;
@@ -59,9 +61,16 @@ int run(RunArgs& a) {
                                                 plan.n_slots, plan.n_pinned).c_str());
   if (a.verbose) std::fprintf(stderr, "%s", plan.describe().c_str());
   if (a.verbose) std::fprintf(stderr, "%s\n", engine.config().describe().c_str());
-  std::fputs(a.prompt.c_str(), stdout);
-  std::fflush(stdout);
+  // The dense weights load while the prompt is evaluated; the prompt is
+  // echoed with the first token, once the progress line has gone.
+  LoadProgress loading(engine.store(), progress_style(stderr, a.quiet));
+  bool echoed = false;
   GenerateResult r = generate(engine, a.prompt, a.gen, [&](const GenerateStep& s) {
+    if (!echoed) {
+      loading.stop();
+      std::fputs(a.prompt.c_str(), stdout);
+      echoed = true;
+    }
     if (first_token_s == 0 && s.token >= 0) first_token_s = now_seconds() - t_start;
     std::fwrite(s.text.data(), 1, s.text.size(), stdout);
     std::fflush(stdout);
@@ -71,6 +80,8 @@ int run(RunArgs& a) {
                  routing_log.get());
     return true;
   });
+  loading.stop();
+  if (!echoed) std::fputs(a.prompt.c_str(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (routing_log && std::fclose(routing_log.release()) != 0)
@@ -99,6 +110,7 @@ Runner add_run(CLI::App& app) {
                  "write the experts each generated token used, one line per token (replay it with "
                  "colibri plan --routing-trace)")
       ->type_name("FILE");
+  c->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
   c->add_flag("-v,--verbose", a->verbose,
               "print, per generated token, the experts each layer routed to and their weights");
   return [a] { return run(*a); };

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/load_progress.h"
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
@@ -18,6 +19,7 @@ struct ServeArgs {
   std::string chat_template;
   std::string alias;
   int parallel = 4;
+  bool quiet = false;  // no progress on stderr
 };
 
 server::HttpServer* g_server = nullptr;
@@ -54,7 +56,9 @@ int serve(ServeArgs& a) {
                a.http.model_ids[0].c_str(), a.http.host.c_str(), port, scheduler.n_slots(),
                engine.n_ctx(), engine.transformer().max_batch(), chat.origin().c_str());
   std::fflush(stderr);
+  LoadProgress loading(engine.store(), progress_style(stderr, a.quiet));
   const bool ok = http.run();
+  loading.stop();
   g_server = nullptr;
   std::fprintf(stderr, "colibri: server stopped\n");
   return ok ? 0 : 1;
@@ -84,6 +88,7 @@ Runner add_serve(CLI::App& app) {
   c->add_option("--http-threads", a->http.n_http_threads,
                 "connection threads (0: parallel + queue + 8)")
       ->capture_default_str();
+  c->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
   return [a] { return serve(*a); };
 }
 

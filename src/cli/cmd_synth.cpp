@@ -1,8 +1,10 @@
 // colibri synth: a random-weight model of a real model's exact shape, to
 // benchmark without downloading weights (model/synth.h says what is in it).
 #include <cstdio>
+#include <memory>
 
 #include "base/error.h"
+#include "base/progress.h"
 #include "base/sys.h"
 #include "cli/commands.h"
 #include "model/synth.h"
@@ -48,20 +50,15 @@ int synth(const SynthArgs& a) {
   o.vocab_path = a.vocab;
   o.n_threads = a.n_threads;
   const double t0 = now_seconds();
-  int last_pct = -1;
-  if (!a.quiet)
-    o.progress = [&](uint64_t done, uint64_t total) {
-      int pct = static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
-      if (pct == last_pct) return;
-      last_pct = pct;
-      double s = now_seconds() - t0;
-      std::fprintf(stderr, "\rwriting %s: %3d%% (%.2f of %.2f GiB, %.0f MiB/s)", a.out.c_str(), pct,
-                   static_cast<double>(done) / (1 << 30), static_cast<double>(total) / (1 << 30),
-                   s > 0 ? static_cast<double>(done) / (1 << 20) / s : 0.0);
-      std::fflush(stderr);
-    };
+  // Sized on the first call: the total is known once the tensors are planned.
+  std::unique_ptr<Progress> progress;
+  const ProgressStyle style = progress_style(stderr, a.quiet);
+  o.progress = [&](uint64_t done, uint64_t total) {
+    if (!progress) progress = std::make_unique<Progress>("writing " + a.out, total, style);
+    progress->update(done);
+  };
   SynthSummary r = write_synth_model(o, a.out);
-  if (!a.quiet) std::fprintf(stderr, "\n");
+  if (progress) progress->finish();
   std::string layers = a.n_layers > 0 ? strprintf(" (first %d of %d layers)", a.n_layers, shape->n_layer) : "";
   std::string how = *routing == SynthRouting::kZipf ? strprintf("zipf routing, skew %g", a.router_skew)
                                                     : strprintf("%s routing", synth_routing_name(*routing));

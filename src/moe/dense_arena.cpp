@@ -131,6 +131,8 @@ struct DenseArena::Loader {
   std::unique_ptr<std::atomic<size_t>[]> left;  // per span: chunks not read yet
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
+  uint64_t total_read = 0;            // bytes the chunks cover
+  std::atomic<uint64_t> read_done{0};  // of those, read (for progress displays)
   int n_stages = 0;
   std::atomic<int> ready_fast{-1};  // `ready`, read without the lock
 
@@ -228,6 +230,7 @@ struct DenseArena::Loader {
         done += static_cast<uint64_t>(n);
       }
       if (done < need) break;
+      read_done.fetch_add(c.length, std::memory_order_relaxed);
       if (direct_fd < 0) drop_file_cache(fd, c.offset, c.length);
       if (left[c.span].fetch_sub(1) == 1) place(spans[c.span]);
     }
@@ -321,7 +324,10 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
   }
   L->left = std::make_unique<std::atomic<size_t>[]>(L->spans.size());
   for (size_t i = 0; i < L->spans.size(); ++i) L->left[i].store(0, std::memory_order_relaxed);
-  for (const Chunk& c : L->chunks) L->left[c.span].fetch_add(1, std::memory_order_relaxed);
+  for (const Chunk& c : L->chunks) {
+    L->left[c.span].fetch_add(1, std::memory_order_relaxed);
+    L->total_read += c.length;
+  }
   const int n_threads = static_cast<int>(
       std::clamp<size_t>(std::min<size_t>(L->chunks.size(), std::thread::hardware_concurrency()), 1,
                          kMaxReaders));
@@ -345,6 +351,12 @@ void DenseArena::wait(int stage) const {
   std::unique_lock<std::mutex> lock(L->mu);
   L->cv.wait(lock, [&] { return L->ready >= stage || !L->error.empty(); });
   CLB_CHECK(L->error.empty(), "%s", L->error.c_str());
+}
+
+void DenseArena::progress(uint64_t* done, uint64_t* total) const {
+  const Loader* L = loader_.get();
+  *total = L ? L->total_read : 0;
+  *done = L ? L->read_done.load(std::memory_order_relaxed) : 0;
 }
 
 bool DenseArena::embeddings_on_demand() const { return loader_ && loader_->embd_row_bytes > 0; }

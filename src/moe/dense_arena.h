@@ -61,6 +61,9 @@ class DenseArena {
   // all of them). Throws Error if a read failed (short read, I/O error).
   // Thread-safe.
   void wait(int stage) const;
+  // Bytes read so far and in all, for a progress display; both 0 for an
+  // empty arena. Thread-safe.
+  void progress(uint64_t* done, uint64_t* total) const;
 
   bool embeddings_on_demand() const;
   // Copies row `row` of the token embeddings (row_stride bytes, the file's

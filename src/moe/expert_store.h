@@ -54,6 +54,16 @@ struct ExpertStoreStats {
   uint64_t pred_hits = 0;       // of those, experts the prediction named
 };
 
+// Where one (layer, expert) slab is, and what reaching it has cost: for
+// monitoring (the server's expert map), not for placement decisions.
+enum class Residency : uint8_t { kMapped, kOnDisk, kLoading, kCached, kPinned };
+struct ExpertCounters {
+  uint64_t hits = 0;        // acquires served without waiting on a load
+  uint64_t misses = 0;      // acquires that waited on a load
+  uint64_t bytes_read = 0;  // bytes read from disk for this slab
+  Residency where = Residency::kMapped;
+};
+
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
@@ -76,6 +86,10 @@ class ExpertStore {
   // Whether acquire(layer, expert) would return without waiting on a load.
   virtual bool ready(int layer, int expert) const { return true; }
   virtual ExpertStoreStats stats() const = 0;
+  // Fills out[layer * n_expert + expert] (out holds n_layer * n_expert) and
+  // returns true; false where the store keeps no per-expert figures (the
+  // mapped store: every expert is in the mapping, the page cache decides).
+  virtual bool expert_counters(std::span<ExpertCounters> out) const { return false; }
   virtual const char* name() const = 0;
   // The dense weights a placed store copies out of the file load in the
   // background, in stages (moe/dense_arena.h: 0 the token embeddings, 1 + l
@@ -84,6 +98,9 @@ class ExpertStore {
   // be read. Throws Error if their load failed.
   static constexpr int kAllDense = 1 << 30;
   virtual void wait_dense(int stage) {}
+  // Bytes of dense weights read so far and in all (a progress display polls
+  // it); false where the store loads none itself.
+  virtual bool dense_progress(uint64_t* done, uint64_t* total) const { return false; }
   // Token embeddings a placed store left in the file (a tight budget): copies
   // row `row` (the file's layout) to dst and returns true; false where they
   // are resident and the caller reads its view. Throws Error on a failed read.

@@ -354,8 +354,15 @@ class PlacedStore : public ExpertStore {
   int max_held() const override { return inner_->max_held(); }
   bool ready(int layer, int expert) const override { return inner_->ready(layer, expert); }
   ExpertStoreStats stats() const override { return inner_->stats(); }
+  bool expert_counters(std::span<ExpertCounters> out) const override {
+    return inner_->expert_counters(out);
+  }
   const char* name() const override { return inner_->name(); }
   void wait_dense(int stage) override { arena_.wait(stage); }
+  bool dense_progress(uint64_t* done, uint64_t* total) const override {
+    arena_.progress(done, total);
+    return true;
+  }
   bool read_embedding_row(int64_t row, uint8_t* dst) override {
     if (!arena_.embeddings_on_demand()) return false;
     arena_.read_embedding_row(row, dst);

@@ -1,6 +1,7 @@
 #include "moe/routing_log.h"
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 
 #include "base/error.h"
@@ -46,9 +47,11 @@ std::string routing_log_line(const int32_t* ids, int n_layer, int k) {
   return s;
 }
 
-RoutingLog read_routing_log(const std::string& path) {
+RoutingLog read_routing_log(const std::string& path, const RoutingProgress& progress) {
   std::ifstream in(path);
   if (!in) fail("cannot open routing log '%s'", path.c_str());
+  std::error_code size_error;
+  const uint64_t file_bytes = std::filesystem::file_size(path, size_error);
   RoutingLog log;
   std::string line;
   if (!std::getline(in, line) ||
@@ -56,6 +59,7 @@ RoutingLog read_routing_log(const std::string& path) {
       log.n_expert <= 0 || log.n_layer > kMaxKeys / log.n_expert)
     fail("%s:1: not a routing log (expected \"# colibri routing log: n_layer L n_expert E\")", path.c_str());
   for (int64_t ln = 2; std::getline(in, line); ++ln) {
+    if (progress && ln % 65536 == 0 && !size_error) progress(static_cast<uint64_t>(in.tellg()), file_bytes);
     if (line.empty()) continue;
     int layer = 0;
     size_t pos = 0;
@@ -84,11 +88,12 @@ RoutingLog read_routing_log(const std::string& path) {
            log.n_layer);
     ++log.n_tokens;
   }
+  if (progress && !size_error) progress(file_bytes, file_bytes);
   return log;
 }
 
 Replay replay_policies(const RoutingLog& log, int n_slots, std::span<const int32_t> pinned,
-                       std::span<const uint64_t> history) {
+                       std::span<const uint64_t> history, const RoutingProgress& progress) {
   const int n_keys = log.n_layer * log.n_expert;
   std::vector<char> is_pinned(static_cast<size_t>(n_keys), 0);
   for (int32_t k : pinned)
@@ -110,20 +115,37 @@ Replay replay_policies(const RoutingLog& log, int n_slots, std::span<const int32
   const std::vector<int32_t> rest_early = unpinned(split, &pinned_early);
   const double uses = static_cast<double>(std::max<size_t>(all.size(), 1));
   const double late_uses = static_cast<double>(std::max<size_t>(all.size() - split, 1));
+  const std::span<const int32_t> late = all.subspan(split);
+  // Work in uses simulated: each policy over rest and rest_early, the bounds
+  // over all and late, the learned set over all.
+  const uint64_t work = 2 * (rest.size() + rest_early.size()) + 3 * all.size() + 2 * late.size();
+  uint64_t done = 0;
+  auto step = [&](size_t n) {
+    done += n;
+    if (progress) progress(done, work);
+  };
+  step(0);
   Replay out;
   for (const char* p : {"lru", "lfu-decay"}) {
     const uint64_t h = n_slots > 0 ? simulate_cache(p, n_slots, n_keys, rest, history) : 0;
+    step(rest.size());
     const uint64_t h_early = n_slots > 0 ? simulate_cache(p, n_slots, n_keys, rest_early, history) : 0;
+    step(rest_early.size());
     out.rows.push_back({p, static_cast<double>(pinned_all + h) / uses,
                         static_cast<double>(pinned_all - pinned_early + h - h_early) / late_uses});
   }
   const int total = n_slots + static_cast<int>(pinned.size());
-  const std::span<const int32_t> late = all.subspan(split);
-  out.rows.push_back({"best fixed set", static_cast<double>(simulate_fixed_set(total, all)) / uses,
-                      static_cast<double>(simulate_fixed_set(total, late)) / late_uses});
-  out.rows.push_back({"optimal", total > 0 ? static_cast<double>(simulate_optimal(total, all)) / uses : 0,
+  const double fixed_all = static_cast<double>(simulate_fixed_set(total, all)) / uses;
+  step(all.size());
+  out.rows.push_back({"best fixed set", fixed_all, static_cast<double>(simulate_fixed_set(total, late)) / late_uses});
+  step(late.size());
+  const double optimal_all = total > 0 ? static_cast<double>(simulate_optimal(total, all)) / uses : 0;
+  step(all.size());
+  out.rows.push_back({"optimal", optimal_all,
                       total > 0 ? static_cast<double>(simulate_optimal(total, late)) / late_uses : 0});
+  step(late.size());
   out.learned_late = static_cast<double>(simulate_learned_set(total, all, split)) / late_uses;
+  step(all.size());
   return out;
 }
 

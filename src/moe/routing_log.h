@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,7 +31,11 @@ struct RoutingLog {
 // Throws Error naming the file and line on anything malformed (a missing
 // header, a field that is not an expert of the stated shape, the wrong number
 // of layers).
-RoutingLog read_routing_log(const std::string& path);
+// progress, if given, is called now and then with (done, total): bytes of
+// the file read, or uses replayed over all simulations (a long log takes a
+// while: colibri plan shows it).
+using RoutingProgress = std::function<void(uint64_t done, uint64_t total)>;
+RoutingLog read_routing_log(const std::string& path, const RoutingProgress& progress = {});
 
 // The share of a log's expert uses a cache would serve from memory: the
 // `pinned` keys always, the others through `n_slots` slots under each policy
@@ -51,6 +56,6 @@ struct Replay {
   double learned_late = 0;         // in [0, 1], of the second half's uses
 };
 Replay replay_policies(const RoutingLog& log, int n_slots, std::span<const int32_t> pinned,
-                       std::span<const uint64_t> history = {});
+                       std::span<const uint64_t> history = {}, const RoutingProgress& progress = {});
 
 }  // namespace colibri

@@ -135,6 +135,7 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   slots_.resize(n_total);
   ops_.resize(static_cast<size_t>(n_total) * kParts);
   where_.assign(n_keys, -1);
+  per_expert_.assign(n_keys, ExpertCounters{});
   counts_ = o.history.size() == n_keys ? o.history : std::vector<uint64_t>(n_keys, 0);
   pred_mark_.assign(n_keys, 0);
   layer_pred_.assign(n_layer_, 0);
@@ -282,6 +283,8 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
     at += round_up(op.length, kPage);
   }
   CLB_ASSERT(at <= slot_bytes_);
+  for (int p = 0; p < kParts; ++p)
+    per_expert_[key].bytes_read += ops_[static_cast<size_t>(slot) * kParts + p].length;
   s.key = key;
   s.state = State::kLoading;
   s.failed = false;
@@ -329,6 +332,7 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
     Slot& s = slots_[slot];
     if (s.state == State::kReady) {
       if (first_look) ++stats_.hits;
+      ++(first_look ? per_expert_[key].hits : per_expert_[key].misses);
       ++s.users;
       s.visit = visit_;
       if (!s.pinned) policy_->on_access(slot - n_pinned_, key, now_);
@@ -405,6 +409,23 @@ ExpertStoreStats StreamingExpertStore::stats() const {
   s.bytes_read = io.bytes;
   s.read_busy_s = io.busy_s;
   return s;
+}
+
+bool StreamingExpertStore::expert_counters(std::span<ExpertCounters> out) const {
+  CLB_CHECK(out.size() == per_expert_.size(), "expert_counters: %zu entries for %zu experts", out.size(),
+            per_expert_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t key = 0; key < out.size(); ++key) {
+    out[key] = per_expert_[key];
+    const int slot = where_[key];
+    const Slot* s = slot >= 0 ? &slots_[static_cast<size_t>(slot)] : nullptr;
+    out[key].where = !s                           ? Residency::kOnDisk
+                     : s->pinned                  ? Residency::kPinned
+                     : s->state == State::kReady  ? Residency::kCached
+                     : s->state == State::kLoading ? Residency::kLoading
+                                                  : Residency::kOnDisk;
+  }
+  return true;
 }
 
 std::vector<uint64_t> StreamingExpertStore::counts() const {

@@ -63,6 +63,7 @@ class StreamingExpertStore : public ExpertStore {
   int max_held() const override { return n_cache_; }
   bool ready(int layer, int expert) const override;
   ExpertStoreStats stats() const override;
+  bool expert_counters(std::span<ExpertCounters> out) const override;
   const char* name() const override { return "stream"; }
 
   // Bytes one slot needs for the largest slab of `layers`.
@@ -137,6 +138,7 @@ class StreamingExpertStore : public ExpertStore {
   std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot
   std::vector<int32_t> where_;    // (n_layer, n_expert) -> slot or -1
   std::vector<uint64_t> counts_;  // (n_layer, n_expert) history + acquires
+  std::vector<ExpertCounters> per_expert_;  // (n_layer, n_expert) this run's hits, misses, bytes
   std::vector<uint64_t> pred_mark_;  // (n_layer, n_expert): the prediction that named it
   std::vector<uint64_t> layer_pred_; // (n_layer): the open prediction for the layer, 0: none
   uint64_t pred_gen_ = 0;

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <thread>
 
 #include "base/error.h"
 #include "base/sys.h"
@@ -11,6 +12,8 @@
 #include "server/chat_prompt.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/stats_feed.h"
+#include "server/web_page.h"
 
 namespace colibri::server {
 
@@ -39,14 +42,17 @@ struct HttpServer::Impl {
   ServerOptions opts;
   httplib::Server http;
   HttpCounters counters;
+  StatsFeed feed;
   int64_t started = 0;
 
   Impl(Engine& e, Scheduler& s, const ChatFormatter& c, const ServerOptions& o)
-      : engine(e), scheduler(s), chat(c), opts(o) {}
+      : engine(e), scheduler(s), chat(c), opts(o),
+        feed(e, s, o.model_ids.empty() ? std::string() : o.model_ids[0]) {}
 
   void setup();
   bool authorized(const httplib::Request& req) const;
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  void stats_stream(const httplib::Request& req, httplib::Response& res);
   JobParams prepare(ApiRequest& r);
   void respond_stream(httplib::Response& res, std::shared_ptr<Job> job,
                       std::shared_ptr<ResponseWriter> w);
@@ -104,7 +110,9 @@ void HttpServer::Impl::setup() {
   http.set_tcp_nodelay(true);
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health" || authorized(req))
+    // The page holds no secrets; what it shows comes from endpoints that ask
+    // for the key like any other.
+    if (req.path == "/health" || req.path == "/" || authorized(req))
       return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, ApiError{401,
                              "incorrect or missing API key: send 'Authorization: Bearer KEY'",
@@ -163,6 +171,18 @@ void HttpServer::Impl::setup() {
                               {"queue_depth", s.queue_depth}}),
                     "application/json");
   });
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(kWebPage, sizeof(kWebPage) - 1, "text/html; charset=utf-8");
+  });
+  http.Get("/v1/colibri/stats", [this](const httplib::Request&, httplib::Response& res) {
+    StatsFeed::Scratch scratch;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(dump(feed.snapshot(scratch)), "application/json");
+  });
+  http.Get("/v1/colibri/stats/stream", [this](const httplib::Request& req, httplib::Response& res) {
+    stats_stream(req, res);
+  });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(scheduler.stats(), counters.snapshot(), current_rss_bytes()),
                     "text/plain; version=0.0.4");
@@ -197,6 +217,26 @@ void HttpServer::Impl::setup() {
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     completions(req, res, Endpoint::kCompletion);
   });
+}
+
+void HttpServer::Impl::stats_stream(const httplib::Request& req, httplib::Response& res) {
+  int interval_ms = 0;
+  try {
+    interval_ms = StatsFeed::parse_interval_ms(req.get_param_value("interval_ms"));
+  } catch (const ApiError& e) {
+    return send_error(res, e);
+  }
+  res.set_header("Cache-Control", "no-cache");
+  auto scratch = std::make_shared<StatsFeed::Scratch>();
+  auto first = std::make_shared<bool>(true);
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, interval_ms, scratch, first](size_t, httplib::DataSink& sink) {
+        // The first event at once, so a page draws the map as it opens.
+        if (!*first) std::this_thread::sleep_for(milliseconds(interval_ms));
+        *first = false;
+        const std::string event = "data: " + dump(feed.snapshot(*scratch)) + "\n\n";
+        return sink.write(event.data(), event.size());
+      });
 }
 
 JobParams HttpServer::Impl::prepare(ApiRequest& r) {

@@ -61,6 +61,7 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& o) : engine_(engine
   batch_.reserve(n_batch);
   logits_.resize(static_cast<size_t>(n_slots) * engine.n_vocab());
   stats_.n_slots = n_slots;
+  usage_ = engine.transformer().expert_usage();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -90,6 +91,11 @@ std::shared_ptr<Job> Scheduler::submit(JobParams p) {
   }
   cv_.notify_one();
   return job;
+}
+
+void Scheduler::expert_usage(std::vector<uint64_t>& out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out.assign(usage_.begin(), usage_.end());
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -316,7 +322,10 @@ void Scheduler::fail_all(const std::string& error) {
 void Scheduler::publish(double step_s, size_t n_tokens) {
   const ExpertStoreStats store = engine_.store().stats();
   const double now = now_seconds();
+  const std::vector<uint64_t>& usage = engine_.transformer().expert_usage();
   std::lock_guard<std::mutex> lock(mu_);
+  // Same size every step: a copy into the buffer sized at construction.
+  std::copy(usage.begin(), usage.end(), usage_.begin());
   ++stats_.steps;
   stats_.batch_tokens += n_tokens;
   stats_.busy_s += step_s;

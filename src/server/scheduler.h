@@ -62,6 +62,9 @@ class Scheduler {
   std::shared_ptr<Job> submit(JobParams p);
 
   SchedulerStats stats() const;
+  // Routed tokens per (layer, expert) as of the last step
+  // (Transformer::expert_usage, copied by the scheduler thread).
+  void expert_usage(std::vector<uint64_t>& out) const;
   int n_slots() const { return static_cast<int>(slots_.size()); }
   int n_ctx() const { return engine_.n_ctx(); }
 
@@ -102,11 +105,12 @@ class Scheduler {
   uint64_t clock_ = 0;
   uint64_t step_gen_tokens_ = 0;  // tokens sampled in this step
 
-  mutable std::mutex mu_;  // guards queue_, stop_, stats_
+  mutable std::mutex mu_;  // guards queue_, stop_, stats_, usage_
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
   SchedulerStats stats_;
+  std::vector<uint64_t> usage_;  // (n_layer, n_expert), copied after each step
   double window_start_ = 0;  // for gen_tokens_per_s
   uint64_t window_tokens_ = 0;
   std::thread thread_;

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import bpe
+from gguf_model import load_gguf
 from qwen3moe import Config, Qwen3Moe, count_params, active_params, load_balancing_loss
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,6 +73,10 @@ def main():
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init-gguf", help="start from the weights and tokenizer of this GGUF (dequantized) "
+                    "instead of a random init: trains an existing demo model further")
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="stop (after an evaluation) once this much wall time has passed; 0: no limit")
     ap.add_argument("--tokenizer", help="reuse a tokenizer.json written by an earlier run of the same text "
                     "(BPE training is deterministic, this only saves its minute)")
     args = ap.parse_args()
@@ -83,7 +88,11 @@ def main():
     with open(args.text, encoding="utf-8") as f:
         train_text, held_text = split_text(f.read())
     t0 = time.time()
-    if args.tokenizer:
+    init = None
+    if args.init_gguf:
+        init, tok, _ = load_gguf(args.init_gguf)
+        tokens, merges = tok.tokens, tok.merges
+    elif args.tokenizer:
         tok = bpe.Tokenizer.load(args.tokenizer)
         tokens, merges = tok.tokens, tok.merges
     else:
@@ -99,6 +108,12 @@ def main():
                n_expert=8, n_expert_used=2, n_ff_exp=256, n_ctx=256)
     model = Qwen3Moe(c)
     init_weights(model)
+    if init is not None:
+        shape = lambda cfg: {k: v for k, v in cfg.__dict__.items() if isinstance(v, int)}
+        if shape(init.c) != shape(c):
+            raise ValueError(f"{args.init_gguf}: config {init.c}, expected {c}")
+        model.load_state_dict(init.state_dict())
+        print(f"initialised from {args.init_gguf}: held-out {evaluate(model, held_ids, c.n_ctx):.4f}", flush=True)
     print(f"config {c}\nparams {count_params(model)} (active per token {active_params(c)})", flush=True)
 
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -110,6 +125,7 @@ def main():
 
     start = time.time()
     smooth = None
+    best = None
     for step in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args.steps, args.lr, args.warmup)
@@ -133,6 +149,13 @@ def main():
             state = {"config": dict(c.__dict__), "model": model.state_dict(),
                      "step": step + 1, "args": vars(args), "held_out": held}
             torch.save(state, os.path.join(args.out, "ckpt.pt"))
+            # Many epochs over one book can overfit: keep the best held-out weights too.
+            if best is None or held < best:
+                best = held
+                torch.save(state, os.path.join(args.out, "best.pt"))
+            if args.max_minutes and time.time() - start > args.max_minutes * 60:
+                print(f"stopping at step {step + 1}: --max-minutes {args.max_minutes} reached", flush=True)
+                break
     torch.save(state, os.path.join(args.out, "final.pt"))
     print(f"done in {time.time() - start:.0f}s", flush=True)
 

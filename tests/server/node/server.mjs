@@ -11,10 +11,10 @@ export const GOLDEN = fs.existsSync(MODEL_PATH)
   ? JSON.parse(fs.readFileSync(path.join(SHARED, 'golden', 'qwen3moe-q8_0.json'), 'utf8'))
   : null;
 
-export async function startServer(extraArgs = []) {
+export async function startServer(extraArgs = [], model = MODEL_PATH) {
   const bin = process.env.COLIBRI_BIN;
   if (!bin) throw new Error('set COLIBRI_BIN to the colibri binary');
-  const args = ['serve', '-m', MODEL_PATH, '--host', '127.0.0.1', '--port', '0', '-t', '2', ...extraArgs];
+  const args = ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0', '-t', '2', ...extraArgs];
   const proc = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const url = await new Promise((resolve, reject) => {

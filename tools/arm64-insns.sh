@@ -6,7 +6,8 @@
 # dynamic instruction count. Debian's qemu has no TCG plugins (libinsn.so),
 # hence the logs. kernel_insns runs the product 1 and 3 times; the
 # difference is two products alone.
-#   tools/arm64-insns.sh [N_TOK]   (1: matvec, as decode; 16: a prompt tile)
+#   [TYPES="q4_0 q8_0"] tools/arm64-insns.sh [N_TOK]   (1: matvec, as decode;
+#                                                      16: a prompt's tiles)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n_tok=${1:-1}
@@ -42,7 +43,7 @@ PY
 
 macs=$((2 * rows * 4096 * n_tok))
 printf '| type | %s |\n|---|---|---|---|---|\n' "scalar | neon | neon-dotprod | neon-i8mm"
-for t in f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K; do
+for t in ${TYPES:-f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K}; do
   line="| $t |"
   for isa in scalar neon neon-dotprod neon-i8mm; do
     a=$(count $t $isa 1)

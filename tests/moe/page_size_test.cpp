@@ -54,9 +54,11 @@ TEST(PageSize, StreamingStoreWith64KiBAlignmentReadsExactBytes) {
         for (int e = 0; e < m.cfg.n_expert; e += 3) {
           const ExpertWeights got = store.acquire(static_cast<int>(l), e);
           const ExpertWeights want = mapped.acquire(static_cast<int>(l), e);
-          for (auto [g, w] : {std::pair{&got.gate, &want.gate}, {&got.up, &want.up}, {&got.down, &want.down}}) {
+          for (auto [g, w] :
+               {std::pair{&got.gate, &want.gate}, {&got.up, &want.up}, {&got.down, &want.down}}) {
             ASSERT_EQ(g->slab_bytes(), w->slab_bytes());
-            ASSERT_EQ(std::memcmp(g->data, w->data, w->slab_bytes()), 0) << "layer " << l << " expert " << e;
+            ASSERT_EQ(std::memcmp(g->data, w->data, w->slab_bytes()), 0)
+                << "layer " << l << " expert " << e;
           }
           store.release(static_cast<int>(l), e);
           mapped.release(static_cast<int>(l), e);

@@ -31,7 +31,8 @@ TEST(ArmDispatch, LevelsFollowTheCpu) {
   // -cpu cortex-a53: neon; -cpu max: neon-i8mm), so a level chosen on a CPU
   // without its instructions fails here before it could fault elsewhere.
   const char* want = std::getenv("COLIBRI_EXPECT_ISA");
-  if (want == nullptr) GTEST_SKIP() << "COLIBRI_EXPECT_ISA not set: best is " << isa_name(best_isa());
+  if (want == nullptr)
+    GTEST_SKIP() << "COLIBRI_EXPECT_ISA not set: best is " << isa_name(best_isa());
   EXPECT_EQ(std::string(isa_name(best_isa())), want);
   for (Isa isa : kArmIsas)
     if (!isa_supported(isa)) {
@@ -66,7 +67,8 @@ TEST(ArmDispatch, MissingKernelsFallBackToTheReference) {
     // The levels add what they name and nothing else: the tiles only where
     // i8mm is.
     if (isa != Isa::kNeonI8mm) {
-      for (int s = 0; s < kTypeSlots; ++s) EXPECT_EQ(k.tile[s], nullptr) << isa_name(isa) << " slot " << s;
+      for (int s = 0; s < kTypeSlots; ++s)
+        EXPECT_EQ(k.tile[s], nullptr) << isa_name(isa) << " slot " << s;
     }
   }
   if (!any) GTEST_SKIP() << "not an AArch64 CPU";

@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     if (n_tok == 1)
       matvec_rows(v, Precision::kNative, xq.data(), y.data(), 0, rows, scratch.data());
     else
-      matmul_rows(v, Precision::kNative, xq.data(), xs, n_tok, y.data(), rows, 0, rows, scratch.data());
+      matmul_rows(v, Precision::kNative, xq.data(), xs, n_tok, y.data(), rows, 0, rows,
+                  scratch.data());
   }
   std::printf("%g\n", y[0]);
   return 0;

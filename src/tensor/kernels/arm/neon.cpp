@@ -31,7 +31,8 @@ float dot_float(const void* wv, const void* xv, int64_t n) {
   float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 4; ++k) acc[k] = vfmaq_f32(acc[k], Load(a + i + 4 * k), Load(b + i + 4 * k));
+    for (int k = 0; k < 4; ++k)
+      acc[k] = vfmaq_f32(acc[k], Load(a + i + 4 * k), Load(b + i + 4 * k));
   for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], Load(a + i), Load(b + i));
   float s = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
   for (; i < n; ++i) s = std::fma(Scalar(a[i]), Scalar(b[i]), s);
@@ -104,8 +105,10 @@ void quantize_q8_K(const float* src, void* dst, int64_t n) {
     for (int j = 0; j < kQK_K; j += 16) {
       int16x8_t h[2];
       for (int k = 0; k < 2; ++k) {
-        const int32x4_t a = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(src + j + 8 * k), iscale)), top);
-        const int32x4_t b = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(src + j + 8 * k + 4), iscale)), top);
+        const int32x4_t a =
+            vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(src + j + 8 * k), iscale)), top);
+        const int32x4_t b =
+            vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(src + j + 8 * k + 4), iscale)), top);
         h[k] = vcombine_s16(vmovn_s32(a), vmovn_s32(b));
       }
       vst1q_s8(y[i].qs + j, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
@@ -120,7 +123,8 @@ void quantize_q8_K(const float* src, void* dst, int64_t n) {
 void quantize_f16(const float* src, void* dst, int64_t n) {
   auto* h = static_cast<uint16_t*>(dst);
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) vst1_u16(h + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+  for (; i + 4 <= n; i += 4)
+    vst1_u16(h + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
   for (; i < n; ++i) h[i] = float_to_half(src[i]);
 }
 
@@ -202,7 +206,8 @@ inline float kv_f32(uint16_t h) {
 
 template <typename KV>
 void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
-                 int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out) {
+                 int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
+                 float* out) {
   float max = -INFINITY;
   for (int64_t p = 0; p < n_pos; ++p) {
     const KV* kp = k + p * k_stride;
@@ -244,7 +249,8 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
   }
   for (; i < head_dim_v; ++i) {
     float o = 0;
-    for (int64_t t = 0; t < n_pos; ++t) o = std::fma(scores[t] * inv, kv_f32(v[t * v_stride + i]), o);
+    for (int64_t t = 0; t < n_pos; ++t)
+      o = std::fma(scores[t] * inv, kv_f32(v[t * v_stride + i]), o);
     out[i] = o;
   }
 }

@@ -154,7 +154,8 @@ float dot_q32(const void* wv, const void* xv, int64_t n) {
         s[k] = vdupq_n_s32(0);
       }
     }
-    const float32x4_t scale = vmulq_f32(h2f4(dw[0], dw[1], dw[2], dw[3]), h2f4(dx[0], dx[1], dx[2], dx[3]));
+    const float32x4_t scale =
+        vmulq_f32(h2f4(dw[0], dw[1], dw[2], dw[3]), h2f4(dx[0], dx[1], dx[2], dx[3]));
     acc = vfmaq_f32(acc, vcvtq_f32_s32(sum4(s[0], s[1], s[2], s[3])), scale);
     if constexpr (kMin)
       acc = vfmaq_f32(acc, h2f4(mw[0], mw[1], mw[2], mw[3]), h2f4(sx[0], sx[1], sx[2], sx[3]));
@@ -189,7 +190,8 @@ float dot_k4(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales,
   const int8_t* q8 = y.qs;
   for (int j = 0; j < 4; ++j, qs += 32, q8 += 64) {
     const uint8x16_t a = vld1q_u8(qs), b = vld1q_u8(qs + 16);
-    uint8x16_t la = vandq_u8(a, m4), lb = vandq_u8(b, m4), ha = vshrq_n_u8(a, 4), hb = vshrq_n_u8(b, 4);
+    uint8x16_t la = vandq_u8(a, m4), lb = vandq_u8(b, m4), ha = vshrq_n_u8(a, 4),
+               hb = vshrq_n_u8(b, 4);
     if constexpr (kFifth) {
       const uint8x16_t ml = vdupq_n_u8(static_cast<uint8_t>(1 << (2 * j)));
       const uint8x16_t mh = vdupq_n_u8(static_cast<uint8_t>(2 << (2 * j)));
@@ -198,8 +200,10 @@ float dot_k4(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales,
       ha = vorrq_u8(ha, vandq_u8(vtstq_u8(h0, mh), x10));
       hb = vorrq_u8(hb, vandq_u8(vtstq_u8(h1, mh), x10));
     }
-    const int32x4_t pl = idot(idot(vdupq_n_s32(0), s8(la), vld1q_s8(q8)), s8(lb), vld1q_s8(q8 + 16));
-    const int32x4_t ph = idot(idot(vdupq_n_s32(0), s8(ha), vld1q_s8(q8 + 32)), s8(hb), vld1q_s8(q8 + 48));
+    const int32x4_t pl =
+        idot(idot(vdupq_n_s32(0), s8(la), vld1q_s8(q8)), s8(lb), vld1q_s8(q8 + 16));
+    const int32x4_t ph =
+        idot(idot(vdupq_n_s32(0), s8(ha), vld1q_s8(q8 + 32)), s8(hb), vld1q_s8(q8 + 48));
     acc = vmlaq_n_s32(acc, pl, sc[2 * j]);
     acc = vmlaq_n_s32(acc, ph, sc[2 * j + 1]);
   }
@@ -246,8 +250,10 @@ float dot_q6_K(const void* wv, const void* xv, int64_t n) {
         const uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k);
         const uint8x16_t h = vld1q_u8(qh + 16 * k);
         const uint8x16_t u0 = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h, m3), 4));
-        const uint8x16_t u1 = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4));
-        const uint8x16_t u2 = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4));
+        const uint8x16_t u1 =
+            vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4));
+        const uint8x16_t u2 =
+            vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4));
         const uint8x16_t u3 = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4));
         const int8_t* x = q8 + 16 * k;
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u0), vld1q_s8(x)), sc[k]);
@@ -256,7 +262,8 @@ float dot_q6_K(const void* wv, const void* xv, int64_t n) {
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u3), vld1q_s8(x + 96)), sc[6 + k]);
       }
     }
-    const int16x8_t s_lo = vmovl_s8(vld1_s8(w[i].scales)), s_hi = vmovl_s8(vld1_s8(w[i].scales + 8));
+    const int16x8_t s_lo = vmovl_s8(vld1_s8(w[i].scales)),
+                    s_hi = vmovl_s8(vld1_s8(w[i].scales + 8));
     const int16x8_t b_lo = vld1q_s16(y[i].bsums), b_hi = vld1q_s16(y[i].bsums + 8);
     int32x4_t bs = vmull_s16(vget_low_s16(s_lo), vget_low_s16(b_lo));
     bs = vmlal_high_s16(bs, s_lo, b_lo);
@@ -294,7 +301,8 @@ float dot_q2_K(const void* wv, const void* xv, int64_t n) {
       const uint8x16_t q0 = vld1q_u8(w[i].qs + 32 * k), q1 = vld1q_u8(w[i].qs + 32 * k + 16);
       for (int s = 0; s < 4; ++s, q8 += 32, is += 2) {
         const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * s));
-        const uint8x16_t u0 = vandq_u8(vshlq_u8(q0, shift), m3), u1 = vandq_u8(vshlq_u8(q1, shift), m3);
+        const uint8x16_t u0 = vandq_u8(vshlq_u8(q0, shift), m3),
+                         u1 = vandq_u8(vshlq_u8(q1, shift), m3);
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u0), vld1q_s8(q8)), scale[is]);
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u1), vld1q_s8(q8 + 16)), scale[is + 1]);
       }
@@ -325,8 +333,10 @@ float dot_q3_K(const void* wv, const void* xv, int64_t n) {
       for (int s = 0; s < 4; ++s, q8 += 32, is += 2) {
         const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * s));
         const uint8x16_t m = vdupq_n_u8(static_cast<uint8_t>(1 << (4 * half + s)));
-        const int8x16_t w0 = vsubq_s8(s8(vandq_u8(vshlq_u8(q0, shift), m3)), s8(vbicq_u8(four, vtstq_u8(hm0, m))));
-        const int8x16_t w1 = vsubq_s8(s8(vandq_u8(vshlq_u8(q1, shift), m3)), s8(vbicq_u8(four, vtstq_u8(hm1, m))));
+        const int8x16_t w0 =
+            vsubq_s8(s8(vandq_u8(vshlq_u8(q0, shift), m3)), s8(vbicq_u8(four, vtstq_u8(hm0, m))));
+        const int8x16_t w1 =
+            vsubq_s8(s8(vandq_u8(vshlq_u8(q1, shift), m3)), s8(vbicq_u8(four, vtstq_u8(hm1, m))));
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), w0, vld1q_s8(q8)), scale[is]);
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), w1, vld1q_s8(q8 + 16)), scale[is + 1]);
       }

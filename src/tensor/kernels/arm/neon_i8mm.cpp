@@ -25,8 +25,8 @@ inline int8x16_t rows_hi(int8x16_t a, int8x16_t b) {
 
 // One block of rows r0, r1 against tokens t0, t1: [r0t0, r0t1, r1t0, r1t1].
 template <typename W>
-inline int32x4_t block_2x2(const typename W::Block& w0, const typename W::Block& w1, const block_q8_0& x0,
-                           const block_q8_0& x1) {
+inline int32x4_t block_2x2(const typename W::Block& w0, const typename W::Block& w1,
+                           const block_q8_0& x0, const block_q8_0& x1) {
   int8x16_t a0, a1, b0, b1;
   W::unpack(w0, a0, a1);
   W::unpack(w1, b0, b1);
@@ -42,10 +42,11 @@ inline int32x4_t block_2x2(const typename W::Block& w0, const typename W::Block&
 // transposed into per-(row, token) vectors of the four blocks' sums: the
 // vector dot_q32 builds for that pair.
 template <typename W>
-void tile_2x2(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb, float* y,
-              size_t y_stride) {
+void tile_2x2(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int64_t nb,
+              float* y, size_t y_stride) {
   using Block = typename W::Block;
-  const Block* wr[2] = {reinterpret_cast<const Block*>(w), reinterpret_cast<const Block*>(w + w_stride)};
+  const Block* wr[2] = {reinterpret_cast<const Block*>(w),
+                        reinterpret_cast<const Block*>(w + w_stride)};
   const block_q8_0* xt[2] = {reinterpret_cast<const block_q8_0*>(x),
                              reinterpret_cast<const block_q8_0*>(x + x_stride)};
   float32x4_t acc[2][2] = {{vdupq_n_f32(0), vdupq_n_f32(0)}, {vdupq_n_f32(0), vdupq_n_f32(0)}};
@@ -87,20 +88,23 @@ void tile_2x2(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stri
 // kernel_table.h's TileFn: 2 x 2 tiles, and the dot for an odd last row or
 // token.
 template <typename W>
-void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride, int64_t nt,
-          int64_t n, float* y, size_t y_stride) {
+void tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
+          int64_t nt, int64_t n, float* y, size_t y_stride) {
   const int64_t nb = n / kQK;
   constexpr DotFn dot = dot_q32<W, block_q8_0>;
   int64_t r = 0;
   for (; r + 2 <= nr; r += 2) {
     int64_t t = 0;
     for (; t + 2 <= nt; t += 2)
-      tile_2x2<W>(w + r * w_stride, w_stride, x + t * x_stride, x_stride, nb, y + t * y_stride + r, y_stride);
+      tile_2x2<W>(w + r * w_stride, w_stride, x + t * x_stride, x_stride, nb, y + t * y_stride + r,
+                  y_stride);
     for (; t < nt; ++t)
-      for (int64_t i = r; i < r + 2; ++i) y[t * y_stride + i] = dot(w + i * w_stride, x + t * x_stride, n);
+      for (int64_t i = r; i < r + 2; ++i)
+        y[t * y_stride + i] = dot(w + i * w_stride, x + t * x_stride, n);
   }
   for (; r < nr; ++r)
-    for (int64_t t = 0; t < nt; ++t) y[t * y_stride + r] = dot(w + r * w_stride, x + t * x_stride, n);
+    for (int64_t t = 0; t < nt; ++t)
+      y[t * y_stride + r] = dot(w + r * w_stride, x + t * x_stride, n);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ if [ -f build-arm64/src/engine/libcolibri_engine.a ]; then
   # line, and never pull base's utf8.cpp.o. In one archive both would be
   # pulled and clash, so base's copy stays out (ar -M puts it first of the two).
   aarch64-linux-gnu-ar dN 1 build-arm64/libcolibri.a utf8.cpp.o
-  aarch64-linux-gnu-nm build-arm64/libcolibri.a 2>/dev/null | grep -q " T .*utf8_decode" ||
+  aarch64-linux-gnu-nm build-arm64/libcolibri.a 2>/dev/null | grep " T .*utf8_decode" >/dev/null ||
     { echo "build-arm64/libcolibri.a: the tokenizer's utf8.cpp.o was dropped instead of base's" >&2; exit 1; }
 fi
 if [ -f build-arm64/colibri ]; then file build-arm64/colibri; fi

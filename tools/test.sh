@@ -17,3 +17,7 @@ cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j1)
 
 JOBS=$jobs bash tools/sanitize.sh
+
+# The ARM64 build and its tests under qemu-user (skips with a message where
+# the cross toolchain or qemu cannot be installed).
+JOBS=$jobs bash tools/test-arm64.sh

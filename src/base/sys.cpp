@@ -42,10 +42,15 @@ void drop_file_cache(int fd, uint64_t offset, uint64_t length) {
   posix_fadvise(fd, static_cast<off_t>(a), static_cast<off_t>(b - a), POSIX_FADV_DONTNEED);
 }
 
+size_t page_size() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
 bool direct_reads_work(int fd) {
-  constexpr size_t kPage = 4096;
-  void* buf = std::aligned_alloc(kPage, kPage);
-  const bool ok = buf && pread(fd, buf, kPage, 0) >= 0;
+  const size_t page = page_size();
+  void* buf = std::aligned_alloc(page, page);
+  const bool ok = buf && pread(fd, buf, page, 0) >= 0;
   std::free(buf);
   return ok;
 }
@@ -55,7 +60,7 @@ void populate_pages(void* p, size_t bytes) {
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
 #endif
   if (bytes == 0 || madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return;
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t page = page_size();
   auto* b = static_cast<volatile uint8_t*>(p);
   for (size_t i = 0; i < bytes; i += page) b[i] = b[i];
 }

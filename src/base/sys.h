@@ -19,6 +19,11 @@ double now_seconds();
 // reads stayed cached before the widening). Neighbouring pages dropped too are
 // only read again if something wants them.
 void drop_file_cache(int fd, uint64_t offset, uint64_t length);
+// The kernel's page size (sysconf(_SC_PAGESIZE)): 4 KiB on x86-64, 4, 16
+// or 64 KiB on ARM64 (Apple, some Android kernels, RHEL's ARM kernels).
+// O_DIRECT offsets, lengths and buffers, expert slots and mmap offsets are
+// multiples of it.
+size_t page_size();
 // Whether O_DIRECT reads work on fd, opened with O_DIRECT (some file systems
 // accept the flag at open and refuse the reads).
 bool direct_reads_work(int fd);

@@ -60,6 +60,9 @@ int run(RunArgs& a) {
                                     : strprintf("%d expert slots + %d pinned, experts streamed from disk",
                                                 plan.n_slots, plan.n_pinned).c_str());
   if (a.verbose) std::fprintf(stderr, "%s", plan.describe().c_str());
+  // Fallbacks (io_uring refused, O_DIRECT unsupported) explain the speed that
+  // follows, so they show without --verbose (describe() ends with them).
+  if (!a.verbose && !plan.notes.empty()) std::fprintf(stderr, "note: %s\n", plan.notes.c_str());
   if (a.verbose) std::fprintf(stderr, "%s\n", engine.config().describe().c_str());
   // The dense weights load while the prompt is evaluated; the prompt is
   // echoed with the first token, once the progress line has gone.

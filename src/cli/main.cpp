@@ -37,10 +37,12 @@ void add_engine_flags(CLI::App* app, EngineOptions* o) {
   // The kernels are chosen once for the process; this overrides the choice
   // (scalar: the reference kernels, to compare or to rule the SIMD out).
   static std::map<std::string, Isa> kIsas = {
-      {"scalar", Isa::kScalar}, {"avx2", Isa::kAvx2}, {"avx512", Isa::kAvx512}, {"neon", Isa::kNeon}};
+      {"scalar", Isa::kScalar}, {"avx2", Isa::kAvx2},           {"avx512", Isa::kAvx512},
+      {"neon", Isa::kNeon},     {"neon-dotprod", Isa::kNeonDot}, {"neon-i8mm", Isa::kNeonI8mm}};
   app->add_option_function<Isa>(
          "--isa", [](const Isa& isa) { set_kernel_isa(isa); },
-         "kernels to use: scalar, avx2, avx512, neon (default: the best this CPU has)")
+         "kernels to use: scalar, avx2, avx512, neon, neon-dotprod, neon-i8mm (default: the "
+         "best this CPU has)")
       ->transform(CLI::CheckedTransformer(kIsas, CLI::ignore_case));
 }
 

@@ -26,7 +26,6 @@ namespace colibri {
 
 namespace {
 
-constexpr size_t kPage = 4096;  // O_DIRECT alignment
 // Reads are at most this long: several in flight keep the disk busy, and with
 // buffered reads each chunk leaves the page cache at once, so a large
 // embedding table never sits there whole.
@@ -34,8 +33,9 @@ constexpr size_t kChunk = 8u << 20;
 constexpr int kMaxReaders = 4;
 constexpr size_t kFaultStep = 1u << 20;
 
-uint64_t page_down(uint64_t x) { return x / kPage * kPage; }
-uint64_t page_up(uint64_t x) { return (x + kPage - 1) / kPage * kPage; }
+// O_DIRECT alignment: the page size (4, 16 or 64 KiB on ARM64).
+uint64_t page_down(uint64_t x) { return x / page_size() * page_size(); }
+uint64_t page_up(uint64_t x) { return (x + page_size() - 1) / page_size() * page_size(); }
 
 // One dense tensor: its bytes in the file, every view that shows it (a tied
 // output shares the embedding) and the stage that first needs it.
@@ -296,7 +296,7 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
     L->embd_rows = w.token_embd.n_rows();
     CLB_ASSERT(L->embd_offset + L->embd_row_bytes * static_cast<uint64_t>(L->embd_rows) <= f.file_size());
     if (L->direct_fd >= 0) {
-      L->bounce_bytes = page_up(L->embd_row_bytes) + kPage;  // a row's pages, however it straddles them
+      L->bounce_bytes = page_up(L->embd_row_bytes) + page_size();  // a row's pages, however it straddles them
       void* b = mmap(nullptr, L->bounce_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       CLB_CHECK(b != MAP_FAILED, "cannot allocate %zu bytes for embedding reads: %s", L->bounce_bytes,
                 std::strerror(errno));

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "base/sys.h"
 #include "formats/gguf.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -20,7 +21,6 @@ namespace colibri {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;
 
 uint64_t read_u64_file(const std::string& path) {
   std::ifstream in(path);
@@ -179,7 +179,8 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   p.n_moe_layers = shape.n_moe_layers;
   p.slab_bytes = shape.slab_bytes;
   p.expert_bytes = w.expert_bytes;
-  p.metadata_bytes = (f.data_offset() + kPage - 1) / kPage * kPage;
+  const uint64_t page = page_size();
+  p.metadata_bytes = (f.data_offset() + page - 1) / page * page;
   // Buffered reads pass through the page cache until their op completes.
   const uint64_t depth = o.io == "pread" ? std::min(o.io_depth, 16) : o.io_depth;
   p.inflight_bytes = o.o_direct ? 0 : depth * shape.max_part_bytes;

@@ -21,7 +21,6 @@ namespace colibri {
 
 namespace {
 
-constexpr size_t kPage = 4096;  // O_DIRECT alignment of offsets, lengths and buffers
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // The three stacks of a layer with their file offsets.
@@ -37,7 +36,9 @@ void layer_parts(const ExpertTensors& t, Part out[3]) {
 
 }  // namespace
 
-size_t StreamingExpertStore::slot_bytes(const std::vector<ExpertTensors>& layers, bool o_direct) {
+size_t StreamingExpertStore::slot_bytes(const std::vector<ExpertTensors>& layers, bool o_direct,
+                                        size_t align) {
+  if (align == 0) align = page_size();
   size_t most = 0;
   for (const ExpertTensors& t : layers) {
     if (!t.gate_exps.data) continue;
@@ -45,7 +46,7 @@ size_t StreamingExpertStore::slot_bytes(const std::vector<ExpertTensors>& layers
     layer_parts(t, parts);
     size_t bytes = 0;
     // A covering aligned range is at most one page longer than the part rounded up.
-    for (const Part& p : parts) bytes += round_up(p.stack->slab_bytes(), kPage) + (o_direct ? kPage : 0);
+    for (const Part& p : parts) bytes += round_up(p.stack->slab_bytes(), align) + (o_direct ? align : 0);
     most = std::max(most, bytes);
   }
   return most;
@@ -101,7 +102,10 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   n_pinned_ = static_cast<int>(o.pinned.size());
   n_cache_ = o.n_slots;
   const int n_total = n_pinned_ + n_cache_;
-  slot_bytes_ = slot_bytes(layers_, direct_fd_ >= 0);
+  align_ = o.io_align != 0 ? o.io_align : page_size();
+  CLB_CHECK(align_ % page_size() == 0 && (align_ & (align_ - 1)) == 0,
+            "I/O alignment %zu must be a power of two multiple of the page size %zu", align_, page_size());
+  slot_bytes_ = slot_bytes(layers_, direct_fd_ >= 0, align_);
   CLB_CHECK(slot_bytes_ > 0, "%s: the model has no routed experts to stream", path.c_str());
   pool_bytes_ = slot_bytes_ * n_total;
   // Anonymous and untouched until a slot is first filled.
@@ -266,7 +270,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
     *views[p] = parts[p].stack->slab(expert);
     views[p]->packed = packs(views[p]->type, views[p]->n_rows());
     if (direct_fd_ >= 0) {
-      const uint64_t a0 = off / kPage * kPage, a1 = round_up(off + len, kPage);
+      const uint64_t a0 = off / align_ * align_, a1 = round_up(off + len, align_);
       op.fd = direct_fd_;
       op.offset = a0;
       op.length = a1 - a0;
@@ -280,7 +284,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
       op.drop_cache = true;
       views[p]->data = op.dst;
     }
-    at += round_up(op.length, kPage);
+    at += round_up(op.length, align_);
   }
   CLB_ASSERT(at <= slot_bytes_);
   for (int p = 0; p < kParts; ++p)

@@ -40,6 +40,7 @@ struct StreamingOptions {
   std::string policy = kDefaultCachePolicy;
   bool predict = false;          // wants_prediction(): load guessed experts of the next layer
   bool o_direct = false;         // read around the page cache where the file system allows
+  size_t io_align = 0;           // O_DIRECT and slot alignment; 0: the page size (tests simulate 64 KiB)
   std::string io = "uring";      // "uring" | "pread"
   int io_depth = 32;
   std::string history_path;      // counts saved here on destruction; empty: not saved
@@ -67,7 +68,8 @@ class StreamingExpertStore : public ExpertStore {
   const char* name() const override { return "stream"; }
 
   // Bytes one slot needs for the largest slab of `layers`.
-  static size_t slot_bytes(const std::vector<ExpertTensors>& layers, bool o_direct);
+  // align: as StreamingOptions::io_align.
+  static size_t slot_bytes(const std::vector<ExpertTensors>& layers, bool o_direct, size_t align = 0);
 
   int n_slots() const { return n_cache_; }
   int n_pinned() const { return n_pinned_; }
@@ -119,6 +121,7 @@ class StreamingExpertStore : public ExpertStore {
 
   int n_pinned_ = 0, n_cache_ = 0;
   size_t slot_bytes_ = 0;
+  size_t align_ = 0;  // O_DIRECT offsets, lengths and slot starts: the page size, or io_align
   uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
   size_t pool_bytes_ = 0;
   // Faults the pool in, in slot order (the order empty slots are filled), at

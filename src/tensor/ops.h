@@ -97,8 +97,13 @@ void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
 // The instruction sets a kernel can be written for. One binary carries all
-// x86 variants; the best one the CPU supports is chosen at start-up.
-enum class Isa { kScalar, kAvx2, kAvx512, kNeon };
+// variants of its architecture; the best one the CPU supports is chosen at
+// start-up. On AArch64: kNeon (ARMv8, e.g. Cortex-A53), kNeonDot (+ sdot,
+// ARMv8.2 dotprod), kNeonI8mm (+ smmla, ARMv8.6 i8mm).
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kNeonDot, kNeonI8mm };
+// Every Isa, for loops over the supported ones.
+inline constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2,    Isa::kAvx512,
+                                   Isa::kNeon,   Isa::kNeonDot, Isa::kNeonI8mm};
 
 const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);

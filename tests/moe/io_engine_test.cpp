@@ -3,7 +3,14 @@
 // whatever order they were submitted in.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstddef>
 
 #include <condition_variable>
 #include <cstring>
@@ -108,7 +115,54 @@ TEST_P(IoEngineTest, UrgentReadsStartBeforeGuessesAndEveryReadIsExact) {
   EXPECT_EQ(io->stats().bytes, kOps * kLen);
 }
 
+// Where io_uring_setup is refused (kernels before 5.1, Android's and
+// container runtimes' seccomp filters) the uring engine is pread threads
+// that say why. The refusal is real: a child process installs a seccomp
+// filter that fails io_uring_setup with EPERM, as Android's does, and reads
+// through the engine.
+TEST_P(IoEngineTest, RefusedIoUringFallsBackToPread) {
+  if (std::string(GetParam()) != "uring") GTEST_SKIP() << "only the uring engine falls back";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Exit codes name the step that failed (gtest does not run in the child).
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog = {static_cast<unsigned short>(std::size(filter)), filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+      _exit(77);  // no seccomp here (qemu-user): nothing to check
+    Recorder rec;
+    rec.released = true;
+    std::string note;
+    auto io = make_io_engine("uring", 4, kOps, &Recorder::done, &rec, &note);
+    if (std::string(io->name()) != "pread") _exit(2);
+    if (note.find("io_uring is unavailable") == std::string::npos) _exit(3);
+    std::vector<uint8_t> dst(kLen);
+    ReadOp op;
+    op.fd = fd_;
+    op.offset = kLen;
+    op.length = op.expected = kLen;
+    op.dst = dst.data();
+    io->submit(&op, true);
+    {
+      std::unique_lock<std::mutex> lock(rec.mu);
+      rec.cv.wait(lock, [&] { return rec.order.size() == 1; });
+    }
+    _exit(rec.errors.empty() && std::memcmp(dst.data(), data_.data() + kLen, kLen) == 0 ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "seccomp filters are not available here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: not pread, 3: no note saying why, 4: wrong bytes";
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, IoEngineTest, testing::Values("pread", "uring"));
 
 }  // namespace
 }  // namespace colibri
+

@@ -50,7 +50,7 @@ class IsaEquivalence : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(IsaEquivalence, ScalarPathGivesTheSameGreedyTokens) {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon})
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm})
     if (isa_supported(isa)) isas.push_back(isa);
   if (isas.empty()) GTEST_SKIP() << "this CPU has no SIMD kernels to compare";
   const Isa saved = active_isa();

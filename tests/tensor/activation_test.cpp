@@ -20,7 +20,7 @@ double silu_mul_f64(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
 TEST(SiluMul, EveryIsaMatchesF64Oracle) {
   std::mt19937 rng(41);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     const SiluMulFn f = kernel_table(isa).silu_mul;
     ASSERT_NE(f, nullptr) << isa_name(isa);

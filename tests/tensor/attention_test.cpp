@@ -48,7 +48,7 @@ TEST(Attend, EveryIsaMatchesF64Oracle) {
                           {128, 128, 37, 0.088f},   {100, 72, 1001, 0.1f},
                           {128, 128, 1500, 0.088f}, {256, 256, 2049, 0.0625f},
                           {64, 64, 1203, 4.0f},     {13, 5, 9, 1.0f}};
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (const Shape& sh : shapes) {
@@ -73,7 +73,7 @@ TEST(Attend, EveryIsaMatchesF64Oracle) {
 // subtract the max (no overflow) and split the weight evenly.
 TEST(Attend, ExtremeScoresStayFinite) {
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     const int hd = 64;
@@ -104,7 +104,7 @@ TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
   std::mt19937 rng(8);
   std::normal_distribution<float> nd(0.f, 1.f);
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (int hd : {8, 64, 100, 128})
@@ -151,7 +151,7 @@ TEST(Attend, F16CacheEqualsF32CacheOfTheSameValues) {
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.f, 1.f);
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (int hd : {13, 64, 128})

@@ -19,7 +19,7 @@ using testing::Scales;
 
 std::vector<Isa> isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon})
+  for (Isa i : kAllIsas)
     if (isa_supported(i)) v.push_back(i);
   return v;
 }

@@ -61,9 +61,17 @@ TEST(Fp16, EveryHalfRoundTrips) {
   }
 }
 
-#if defined(__FLT16_MAX__)
-// The compiler's float -> _Float16 conversion (libgcc or F16C) is an
+// The compiler's float -> half conversion (libgcc, F16C, or AArch64's fcvt
+// through __fp16, which GCC 12 offers in C++ where _Float16 is C only) is an
 // independent implementation of the same rounding.
+#if defined(__aarch64__)
+using CompilerHalf = __fp16;
+#define CLB_COMPILER_HALF 1
+#elif defined(__FLT16_MAX__)
+using CompilerHalf = _Float16;
+#define CLB_COMPILER_HALF 1
+#endif
+#if defined(CLB_COMPILER_HALF)
 TEST(Fp16, MatchesCompilerFloat16) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<uint32_t> bits;
@@ -73,7 +81,7 @@ TEST(Fp16, MatchesCompilerFloat16) {
     if (i & 1) u = (u & 0x807FFFFF) | ((100 + (u >> 23) % 48) << 23);
     const float v = f(u);
     if (std::isnan(v)) continue;
-    const _Float16 c = static_cast<_Float16>(v);
+    const CompilerHalf c = static_cast<CompilerHalf>(v);
     uint16_t cb;
     std::memcpy(&cb, &c, 2);
     ASSERT_EQ(fp32_to_fp16(v), cb) << "float bits 0x" << std::hex << u;

@@ -17,7 +17,7 @@ namespace {
 TEST(Matmul, EqualsMatvecPerToken) {
   std::mt19937 rng(31);
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (DType t : testing::kWeightTypes)
@@ -67,7 +67,7 @@ TEST(Matmul, EqualsMatvecPerToken) {
 TEST(Matmul, ExtremeInputsEqualMatvecAndOracle) {
   std::mt19937 rng(33);
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (DType t : testing::kWeightTypes) {
@@ -153,7 +153,7 @@ TEST(Isa, SelectionAndScalarFallback) {
   set_kernel_isa(Isa::kScalar);
   EXPECT_EQ(active_isa(), Isa::kScalar);
   EXPECT_EQ(&active_kernel_table(), &kernel_table(Isa::kScalar));
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon})
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm})
     if (!isa_supported(isa)) {
       EXPECT_THROW(set_kernel_isa(isa), Error);
     }

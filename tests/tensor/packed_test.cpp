@@ -80,7 +80,7 @@ TEST(Packed, LayoutRoundTrips) {
 // partial groups, odd block counts, rows further apart than their length.
 TEST(Packed, IsaPackingEqualsTheReferenceLayout) {
   std::mt19937 rng(13);
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm}) {
     if (!isa_supported(isa)) continue;
     for (DType t : kPackedTypes) {
       const PackGroupFn f = kernel_table(isa).pack_group[slot(t)];
@@ -136,7 +136,7 @@ TEST(Packed, ScalarKernelMatchesReferenceDot) {
 // and on extreme blocks (every quant and activation at its maximum).
 TEST(Packed, IsaKernelsEqualScalarBitForBit) {
   std::mt19937 rng(11);
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm}) {
     if (!isa_supported(isa)) continue;
     for (DType t : kPackedTypes) {
       const PackedTileFn f = kernel_table(isa).packed[slot(t)];
@@ -168,7 +168,7 @@ TEST(Packed, IsaKernelsEqualScalarBitForBit) {
 TEST(Packed, PackedAndPlainViewsGiveTheSameBits) {
   std::mt19937 rng(13);
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (DType t : kPackedTypes) {

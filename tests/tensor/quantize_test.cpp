@@ -102,7 +102,7 @@ TEST(Quantize, RoundsHalfAwayFromZeroLikeRoundf) {
 
 TEST(Quantize, EveryIsaMatchesScalarBitForBit) {
   std::mt19937 rng(14);
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm}) {
     if (!isa_supported(isa)) continue;
     const KernelTable& k = kernel_table(isa);
     for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q8_1, DType::Q8_K}) {

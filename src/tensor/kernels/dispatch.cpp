@@ -5,6 +5,13 @@
 
 #include <atomic>
 
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#elif defined(__arm__)
+#error "colibri needs AArch64 (64-bit ARM); 32-bit ARM is not supported"
+#endif
+
 #include "base/error.h"
 #include "tensor/ops.h"
 
@@ -29,7 +36,11 @@ KernelTable build_table(Isa isa) {
   if (isa == Isa::kAvx2 || isa == Isa::kAvx512) add_avx2_kernels(t);
   if (isa == Isa::kAvx512) add_avx512_kernels(t);
 #endif
-  if (isa == Isa::kNeon) add_neon_kernels(t);
+#if defined(__aarch64__)
+  if (isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) add_neon_kernels(t);
+  if (isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) add_neon_dotprod_kernels(t);
+  if (isa == Isa::kNeonI8mm) add_neon_i8mm_kernels(t);
+#endif
   return t;
 }
 
@@ -38,6 +49,8 @@ const KernelTable& table_for(Isa isa) {
   static const KernelTable avx2 = build_table(Isa::kAvx2);
   static const KernelTable avx512 = build_table(Isa::kAvx512);
   static const KernelTable neon = build_table(Isa::kNeon);
+  static const KernelTable neon_dot = build_table(Isa::kNeonDot);
+  static const KernelTable neon_i8mm = build_table(Isa::kNeonI8mm);
   switch (isa) {
     case Isa::kAvx2:
       return avx2;
@@ -45,6 +58,10 @@ const KernelTable& table_for(Isa isa) {
       return avx512;
     case Isa::kNeon:
       return neon;
+    case Isa::kNeonDot:
+      return neon_dot;
+    case Isa::kNeonI8mm:
+      return neon_i8mm;
     case Isa::kScalar:
       break;
   }
@@ -74,6 +91,10 @@ const char* isa_name(Isa isa) {
       return "avx512";
     case Isa::kNeon:
       return "neon";
+    case Isa::kNeonDot:
+      return "neon-dotprod";
+    case Isa::kNeonI8mm:
+      return "neon-i8mm";
   }
   return "?";
 }
@@ -100,6 +121,20 @@ bool isa_supported(Isa isa) {
 #endif
     case Isa::kNeon:
       return kArm;
+    // The kernel's hwcaps, not the compiler's flags: one binary runs on a
+    // Cortex-A53 and uses sdot / smmla only where the CPU has them.
+    case Isa::kNeonDot:
+#if defined(__aarch64__)
+      return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+      return false;
+#endif
+    case Isa::kNeonI8mm:
+#if defined(__aarch64__)
+      return isa_supported(Isa::kNeonDot) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -107,6 +142,8 @@ bool isa_supported(Isa isa) {
 Isa best_isa() {
   if (kX86 && isa_supported(Isa::kAvx512)) return Isa::kAvx512;
   if (kX86 && isa_supported(Isa::kAvx2)) return Isa::kAvx2;
+  if (kArm && isa_supported(Isa::kNeonI8mm)) return Isa::kNeonI8mm;
+  if (kArm && isa_supported(Isa::kNeonDot)) return Isa::kNeonDot;
   if (kArm) return Isa::kNeon;
   return Isa::kScalar;
 }

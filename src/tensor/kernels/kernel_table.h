@@ -112,7 +112,11 @@ const KernelTable& ref_kernel_table();
 void add_avx2_kernels(KernelTable& t);
 void add_avx512_kernels(KernelTable& t);
 void add_avx512_packed_kernels(KernelTable& t);
+// AArch64: plain NEON (every CPU), then sdot, then smmla prompt tiles, each
+// level overlaying the one before (kernels/arm).
 void add_neon_kernels(KernelTable& t);
+void add_neon_dotprod_kernels(KernelTable& t);
+void add_neon_i8mm_kernels(KernelTable& t);
 
 // The q6_K tile on AVX-512 for prompts: nr (a multiple of 16) rows in
 // groups of 16 unpacked once per call, then products as the TileFn contract

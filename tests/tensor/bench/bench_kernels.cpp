@@ -84,7 +84,7 @@ void run(benchmark::State& state, DType t, Isa isa, int64_t n_tok) {
 const int kRegistered = [] {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                   DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4})
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    for (Isa isa : kAllIsas)
       for (int64_t n_tok : {1, 8, 64}) {
         const std::string name = (n_tok == 1 ? std::string("matvec/") : "matmul" + std::to_string(n_tok) + "/") +
                                  dtype_name(t) + "/" + isa_name(isa);

@@ -1,8 +1,286 @@
-// NEON kernels go here; until then ARM runs the scalar table.
-#include "tensor/kernels/kernel_table.h"
+// Plain ARMv8 NEON kernels (every AArch64 CPU, Cortex-A53 and up): the float
+// dots, the activation quantizers, attention and silu, and the integer dots
+// of neon_common.h on smull + sadalp. The dotprod and i8mm levels overlay
+// this table (neon_dotprod.cpp, neon_i8mm.cpp).
+#define CLB_ARM_DOTPROD 0
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/kernels/arm/neon_common.h"
 
 namespace colibri {
+namespace {
 
-void add_neon_kernels(KernelTable&) {}
+// ---- float dots: 16 elements a step in four accumulators, scalar tail ----
+
+inline float32x4_t load4(const float* p) {
+  return vld1q_f32(p);
+}
+// F16 and BF16 widen exactly to F32 (F16 through fcvtl, subnormals included).
+inline float32x4_t load4_f16(const uint16_t* p) {
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+inline float32x4_t load4_bf16(const uint16_t* p) {
+  return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+
+template <typename T, float32x4_t (*Load)(const T*), float (*Scalar)(T)>
+float dot_float(const void* wv, const void* xv, int64_t n) {
+  const auto* a = static_cast<const T*>(wv);
+  const auto* b = static_cast<const T*>(xv);
+  float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; ++k)
+      acc[k] = vfmaq_f32(acc[k], Load(a + i + 4 * k), Load(b + i + 4 * k));
+  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], Load(a + i), Load(b + i));
+  float s = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+  for (; i < n; ++i) s = std::fma(Scalar(a[i]), Scalar(b[i]), s);
+  return s;
+}
+
+float id(float x) {
+  return x;
+}
+
+// ---- activation quantizers: the reference's bits exactly ----
+
+// ggml's q8_0 / q8_1: d = max|x| / 127, q = roundf(x / d); vcvtaq rounds half
+// away from zero as roundf does. Returns the block's sum of q (for q8_1).
+inline int32_t quantize_block_32(const float* src, int8_t* qs, float* d_out) {
+  float32x4_t v[8];
+  float32x4_t amax = vdupq_n_f32(0);
+  for (int k = 0; k < 8; ++k) {
+    v[k] = vld1q_f32(src + 4 * k);
+    amax = vmaxq_f32(amax, vabsq_f32(v[k]));
+  }
+  const float d = vmaxvq_f32(amax) / 127;
+  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+  int32x4_t sum = vdupq_n_s32(0);
+  for (int k = 0; k < 8; k += 2) {
+    const int32x4_t a = vcvtaq_s32_f32(vmulq_n_f32(v[k], inv));
+    const int32x4_t b = vcvtaq_s32_f32(vmulq_n_f32(v[k + 1], inv));
+    sum = vaddq_s32(sum, vaddq_s32(a, b));
+    vst1_s8(qs + 4 * k, vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))));
+  }
+  *d_out = d;
+  return vaddvq_s32(sum);
+}
+
+void quantize_q8_0(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    float d;
+    quantize_block_32(src, y[i].qs, &d);
+    y[i].d = float_to_half(d);
+  }
+}
+
+void quantize_q8_1(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q8_1*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    float d;
+    const int32_t sum = quantize_block_32(src, y[i].qs, &d);
+    y[i].d = float_to_half(d);
+    y[i].s = float_to_half(static_cast<float>(sum) * d);
+  }
+}
+
+// ggml's q8_K: the first element of largest magnitude maps to -127 * its sign,
+// the rest round to nearest even (vcvtnq, as the reference's nearest_int).
+void quantize_q8_K(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q8_K*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
+    float32x4_t amax = vdupq_n_f32(0);
+    for (int j = 0; j < kQK_K; j += 4) amax = vmaxq_f32(amax, vabsq_f32(vld1q_f32(src + j)));
+    const float am = vmaxvq_f32(amax);
+    if (am == 0.0f) {
+      std::memset(&y[i], 0, sizeof(y[i]));
+      continue;
+    }
+    int first = 0;
+    while (std::fabs(src[first]) != am) ++first;
+    const float iscale = -127.f / src[first];
+    const int32x4_t top = vdupq_n_s32(127);
+    for (int j = 0; j < kQK_K; j += 16) {
+      int16x8_t h[2];
+      for (int k = 0; k < 2; ++k) {
+        const int32x4_t a =
+            vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(src + j + 8 * k), iscale)), top);
+        const int32x4_t b =
+            vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(src + j + 8 * k + 4), iscale)), top);
+        h[k] = vcombine_s16(vmovn_s32(a), vmovn_s32(b));
+      }
+      vst1q_s8(y[i].qs + j, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+      y[i].bsums[j / 16] = static_cast<int16_t>(vaddvq_s16(vaddq_s16(h[0], h[1])));
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+// fcvtn rounds to nearest even and handles subnormals, infinities and NaN as
+// float_to_half does (a NaN stays a quiet NaN).
+void quantize_f16(const float* src, void* dst, int64_t n) {
+  auto* h = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1_u16(h + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+  for (; i < n; ++i) h[i] = float_to_half(src[i]);
+}
+
+// float_to_bf16's rounding (to nearest even, NaN kept quiet) on four lanes.
+void quantize_bf16(const float* src, void* dst, int64_t n) {
+  auto* h = static_cast<uint16_t*>(dst);
+  const uint32x4_t bias = vdupq_n_u32(0x7FFF), one = vdupq_n_u32(1), inf = vdupq_n_u32(0x7F800000);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint32x4_t u = vreinterpretq_u32_f32(vld1q_f32(src + i));
+    const uint32x4_t rounded = vaddq_u32(u, vaddq_u32(bias, vandq_u32(vshrq_n_u32(u, 16), one)));
+    const uint32x4_t nan = vorrq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(0x40));
+    const uint32x4_t is_nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7FFFFFFF)), inf);
+    vst1_u16(h + i, vmovn_u32(vbslq_u32(is_nan, nan, vshrq_n_u32(rounded, 16))));
+  }
+  for (; i < n; ++i) h[i] = float_to_bf16(src[i]);
+}
+
+// ---- silu and softmax: e^x on four lanes ----
+
+// e^x for x <= 0 (Cephes expf: 2^n e^r with |r| <= ln2 / 2 and a degree-6
+// polynomial; within 2 ulp). Inputs under -87.3 give ~1e-38, not 0.
+inline float32x4_t exp_nonpositive(float32x4_t x) {
+  x = vmaxq_f32(x, vdupq_n_f32(-87.3f));
+  const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504088896341f));
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+  p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+  const float32x4_t y = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+  const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+  return vmulq_f32(y, vreinterpretq_f32_s32(e));
+}
+
+// silu(x) u = x sigmoid(x) u, the sigmoid from z = e^-|x| (never overflows):
+// 1 / (1 + z) for x >= 0, z / (1 + z) below, 0 under -87 (where the clamped
+// z would leave ~1e-38 that a large x scales back up).
+inline float32x4_t silu_mul_4(float32x4_t x, float32x4_t u) {
+  const float32x4_t one = vdupq_n_f32(1.0f);
+  const float32x4_t z = exp_nonpositive(vnegq_f32(vabsq_f32(x)));
+  const float32x4_t r = vdivq_f32(one, vaddq_f32(one, z));
+  float32x4_t s = vbslq_f32(vcltzq_f32(x), vmulq_f32(z, r), r);
+  s = vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(s), vcltq_f32(x, vdupq_n_f32(-87.0f))));
+  return vmulq_f32(vmulq_f32(x, s), u);
+}
+
+// The last partial vector goes through the same lanes, padded, so an
+// element's value never depends on where it falls.
+void silu_mul_neon(const float* g, const float* u, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, silu_mul_4(vld1q_f32(g + i), vld1q_f32(u + i)));
+  if (i < n) {
+    float gt[4] = {}, ut[4] = {}, yt[4];
+    std::copy(g + i, g + n, gt);
+    std::copy(u + i, u + n, ut);
+    vst1q_f32(yt, silu_mul_4(vld1q_f32(gt), vld1q_f32(ut)));
+    std::copy(yt, yt + (n - i), y + i);
+  }
+}
+
+// ---- attention of one query head (kernel_table.h's AttendKvFn) ----
+
+inline float32x4_t load_kv(const float* p) {
+  return vld1q_f32(p);
+}
+inline float32x4_t load_kv(const uint16_t* p) {
+  return load4_f16(p);
+}
+inline float kv_f32(float x) {
+  return x;
+}
+inline float kv_f32(uint16_t h) {
+  return half_to_float(h);
+}
+
+template <typename KV>
+void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
+                 int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
+                 float* out) {
+  float max = -INFINITY;
+  for (int64_t p = 0; p < n_pos; ++p) {
+    const KV* kp = k + p * k_stride;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+    int i = 0;
+    for (; i + 8 <= head_dim; i += 8) {
+      a0 = vfmaq_f32(a0, vld1q_f32(q + i), load_kv(kp + i));
+      a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), load_kv(kp + i + 4));
+    }
+    float s = vaddvq_f32(vaddq_f32(a0, a1));
+    for (; i < head_dim; ++i) s = std::fma(q[i], kv_f32(kp[i]), s);
+    scores[p] = s * scale;
+    max = std::max(max, scores[p]);
+  }
+  const float32x4_t maxv = vdupq_n_f32(max);
+  float32x4_t sv = vdupq_n_f32(0);
+  int64_t p = 0;
+  for (; p + 4 <= n_pos; p += 4) {
+    const float32x4_t e = exp_nonpositive(vsubq_f32(vld1q_f32(scores + p), maxv));
+    vst1q_f32(scores + p, e);
+    sv = vaddq_f32(sv, e);
+  }
+  float sum = vaddvq_f32(sv);
+  for (; p < n_pos; ++p) {
+    scores[p] = std::exp(scores[p] - max);
+    sum += scores[p];
+  }
+  const float inv = 1.0f / sum;
+  // The weighted sum of V, 16 output dims a pass kept in registers.
+  int i = 0;
+  for (; i + 16 <= head_dim_v; i += 16) {
+    float32x4_t o[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t t = 0; t < n_pos; ++t) {
+      const float32x4_t a = vdupq_n_f32(scores[t] * inv);
+      const KV* vp = v + t * v_stride + i;
+      for (int c = 0; c < 4; ++c) o[c] = vfmaq_f32(o[c], a, load_kv(vp + 4 * c));
+    }
+    for (int c = 0; c < 4; ++c) vst1q_f32(out + i + 4 * c, o[c]);
+  }
+  for (; i < head_dim_v; ++i) {
+    float o = 0;
+    for (int64_t t = 0; t < n_pos; ++t)
+      o = std::fma(scores[t] * inv, kv_f32(v[t * v_stride + i]), o);
+    out[i] = o;
+  }
+}
+
+template <typename KV>
+void attend_batch_neon(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
+                       size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
+                       float scale, float* scores, float* out, size_t out_stride) {
+  for (int i = 0; i < n_q; ++i)
+    attend_neon(q + i * q_stride, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale,
+                scores, out + i * out_stride);
+}
+
+}  // namespace
+
+void add_neon_kernels(KernelTable& t) {
+  t.dot[slot(DType::F32)] = dot_float<float, load4, id>;
+  t.dot[slot(DType::F16)] = dot_float<uint16_t, load4_f16, half_to_float>;
+  t.dot[slot(DType::BF16)] = dot_float<uint16_t, load4_bf16, bf16_to_float>;
+  add_neon_int_dots(t);
+  t.quantize[slot(DType::F16)] = quantize_f16;
+  t.quantize[slot(DType::BF16)] = quantize_bf16;
+  t.quantize[slot(DType::Q8_0)] = quantize_q8_0;
+  t.quantize[slot(DType::Q8_1)] = quantize_q8_1;
+  t.quantize[slot(DType::Q8_K)] = quantize_q8_K;
+  t.attend = attend_neon<float>;
+  t.attend_batch = attend_batch_neon<float>;
+  t.attend_f16 = attend_neon<uint16_t>;
+  t.attend_batch_f16 = attend_batch_neon<uint16_t>;
+  t.silu_mul = silu_mul_neon;
+}
 
 }  // namespace colibri

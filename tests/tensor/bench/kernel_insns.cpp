@@ -1,0 +1,73 @@
+// A fixed amount of kernel work for instruction counting under emulation
+// (tools/arm64-insns.sh): REPS products of ROWS weight rows of 4096 elements
+// of TYPE with N_TOK tokens, on ISA. Counting REPS = 1 and REPS = 3 and
+// taking the difference leaves twice the products alone: setup (random
+// weights, quantizing the activations) cancels. Not a test.
+//   kernel_insns TYPE ISA ROWS N_TOK REPS
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/ops.h"
+
+using namespace colibri;
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: kernel_insns TYPE ISA ROWS N_TOK REPS\n");
+    return 2;
+  }
+  const std::string type_name = argv[1], isa_arg = argv[2];
+  const int64_t rows = std::atoll(argv[3]), n_tok = std::atoll(argv[4]), reps = std::atoll(argv[5]);
+  DType t = DType::F32;
+  bool found = false;
+  for (uint32_t i = 0; i < 31; ++i) {
+    const DTypeInfo* d = dtype_info(i);
+    if (d != nullptr && d->weight && type_name == d->name) {
+      t = d->type;
+      found = true;
+    }
+  }
+  Isa isa = Isa::kScalar;
+  bool isa_found = false;
+  for (Isa i : kAllIsas)
+    if (isa_arg == isa_name(i)) {
+      isa = i;
+      isa_found = true;
+    }
+  if (!found || !isa_found || !isa_supported(isa)) {
+    std::fprintf(stderr, "unknown type %s or unsupported ISA %s\n", argv[1], argv[2]);
+    return 2;
+  }
+  set_kernel_isa(isa);
+  constexpr int64_t n = 4096;
+  // Random bytes with small fp16 scales (the count does not depend on values).
+  std::vector<uint8_t> w(row_bytes(t, n) * rows);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng() & 0x3B);
+  TensorView v;
+  v.data = w.data();
+  v.type = t;
+  v.ne[0] = n;
+  v.ne[1] = rows;
+  std::normal_distribution<float> g;
+  std::vector<float> x(n * n_tok);
+  for (auto& e : x) e = g(rng);
+  const size_t xs = activation_bytes(t, Precision::kNative, n);
+  std::vector<uint8_t> xq(xs * n_tok);
+  for (int64_t k = 0; k < n_tok; ++k)
+    quantize_activation(t, Precision::kNative, x.data() + k * n, xq.data() + k * xs, n);
+  std::vector<float> y(rows * n_tok), scratch(n);
+  for (int64_t r = 0; r < reps; ++r) {
+    if (n_tok == 1)
+      matvec_rows(v, Precision::kNative, xq.data(), y.data(), 0, rows, scratch.data());
+    else
+      matmul_rows(v, Precision::kNative, xq.data(), xs, n_tok, y.data(), rows, 0, rows,
+                  scratch.data());
+  }
+  std::printf("%g\n", y[0]);
+  return 0;
+}

@@ -207,7 +207,7 @@ inline float kv_f32(uint16_t h) {
 template <typename KV>
 void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                  int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
-                 float* out) {
+                 float* out, float sink) {
   float max = -INFINITY;
   for (int64_t p = 0; p < n_pos; ++p) {
     const KV* kp = k + p * k_stride;
@@ -222,6 +222,7 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     scores[p] = s * scale;
     max = std::max(max, scores[p]);
   }
+  max = std::max(max, sink);  // a sink joins the denominator only
   const float32x4_t maxv = vdupq_n_f32(max);
   float32x4_t sv = vdupq_n_f32(0);
   int64_t p = 0;
@@ -230,7 +231,7 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     vst1q_f32(scores + p, e);
     sv = vaddq_f32(sv, e);
   }
-  float sum = vaddvq_f32(sv);
+  float sum = vaddvq_f32(sv) + std::exp(sink - max);
   for (; p < n_pos; ++p) {
     scores[p] = std::exp(scores[p] - max);
     sum += scores[p];
@@ -258,10 +259,10 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
 template <typename KV>
 void attend_batch_neon(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
                        size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
-                       float scale, float* scores, float* out, size_t out_stride) {
+                       float scale, float* scores, float* out, size_t out_stride, float sink) {
   for (int i = 0; i < n_q; ++i)
     attend_neon(q + i * q_stride, k, k_stride, v, v_stride, n_pos[i], head_dim, head_dim_v, scale,
-                scores, out + i * out_stride);
+                scores, out + i * out_stride, sink);
 }
 
 }  // namespace

@@ -92,8 +92,8 @@ void split_kv_b(const TensorView& kv_b, const ModelConfig& c, LayerWeights& L, M
   L.wk_b = {kb.data(), kt, {nope, R, H, 1}};
   L.wv_b = {vb.data(), kv_b.type, {R, vd, H, 1}};
   w.derived_bytes += kb.size() + vb.size();
-  w.derived.push_back(std::move(kb));
-  w.derived.push_back(std::move(vb));
+  w.derived.push_back(std::make_shared<AlignedBuffer<uint8_t>>(std::move(kb)));
+  w.derived.push_back(std::make_shared<AlignedBuffer<uint8_t>>(std::move(vb)));
 }
 
 void bind_latent_attention(Binder& b, const ModelConfig& c, int l, LayerWeights& L, ModelWeights& w) {

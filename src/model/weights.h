@@ -5,6 +5,7 @@
 // mapping n_in -> n_out is (n_out, n_in) and has ne = {n_in, n_out}.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -74,8 +75,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;    // (n_layer)
   std::vector<ExpertTensors> experts;  // (n_layer); for the expert store
   // Tensors derived at load from another layout (MLA's older attn_kv_b split
-  // into attn_k_b / attn_v_b), owned here and resident; views point into them.
-  std::vector<AlignedBuffer<uint8_t>> derived;
+  // into attn_k_b / attn_v_b), resident; views point into them, so copies of
+  // the weights share them.
+  std::vector<std::shared_ptr<AlignedBuffer<uint8_t>>> derived;
   uint64_t derived_bytes = 0;
   uint64_t dense_bytes = 0;   // every tensor but the routed expert stacks
   uint64_t expert_bytes = 0;  // all routed expert stacks

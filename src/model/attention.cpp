@@ -38,12 +38,7 @@ void Transformer::multi_head_attention(int l, std::span<const BatchToken> batch,
                            {&L.wk, k_.data(), static_cast<size_t>(nk)},
                            {&L.wv, v_.data(), static_cast<size_t>(nv)}};
   prefetch_next(&L.wo);  // read while the heads are rotated and attended
-  if (share_input(qkv, precision_)) {
-    linear_shared(pool_, precision_, qkv, h_.data(), E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
-                  row_scratch_.size() / pool_.n_threads());
-  } else {
-    for (const LinearOut& o : qkv) linear(*o.w, h_.data(), E, n, o.y, o.y_stride);
-  }
+  linear_many(qkv, h_.data(), E, n);
 
   const int half = cfg_.n_rot / 2;
   for (int t = 0; t < n; ++t) {
@@ -201,24 +196,14 @@ void Transformer::latent_attention(int l, std::span<const BatchToken> batch, KVC
     const int QL = cfg_.q_lora_rank;
     const LinearOut a[] = {{&L.wq_a, mla_qa_.data(), static_cast<size_t>(QL)},
                            {&L.wkv_a, mla_kva_.data(), static_cast<size_t>(R + rope)}};
-    if (share_input(a, precision_)) {
-      linear_shared(pool_, precision_, a, h_.data(), E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
-                    row_scratch_.size() / pool_.n_threads());
-    } else {
-      for (const LinearOut& o : a) linear(*o.w, h_.data(), E, n, o.y, o.y_stride);
-    }
+    linear_many(a, h_.data(), E, n);
     const float* qa_norm = reinterpret_cast<const float*>(L.q_a_norm.data);
     for (int t = 0; t < n; ++t) rms_norm(mla_qa_.data() + t * QL, qa_norm, QL, mla_qa_.data() + t * QL);
     linear(L.wq_b, mla_qa_.data(), QL, n, mla_q_.data(), nq_proj);
   } else {
     const LinearOut a[] = {{&L.wq, mla_q_.data(), static_cast<size_t>(nq_proj)},
                            {&L.wkv_a, mla_kva_.data(), static_cast<size_t>(R + rope)}};
-    if (share_input(a, precision_)) {
-      linear_shared(pool_, precision_, a, h_.data(), E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
-                    row_scratch_.size() / pool_.n_threads());
-    } else {
-      for (const LinearOut& o : a) linear(*o.w, h_.data(), E, n, o.y, o.y_stride);
-    }
+    linear_many(a, h_.data(), E, n);
   }
 
   // 2. The cache row [c_n | rope(k_pe)], and the rope half of every q head.

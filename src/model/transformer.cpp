@@ -125,6 +125,15 @@ void Transformer::linear(const TensorView& w, const float* x, size_t x_stride, i
                 row_scratch_.data(), row_scratch_.size() / pool_.n_threads());
 }
 
+void Transformer::linear_many(std::span<const LinearOut> outs, const float* x, size_t x_stride, int n) {
+  if (share_input(outs, precision_)) {
+    linear_shared(pool_, precision_, outs, x, x_stride, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
+                  row_scratch_.size() / pool_.n_threads());
+  } else {
+    for (const LinearOut& o : outs) linear(*o.w, x, x_stride, n, o.y, o.y_stride);
+  }
+}
+
 void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float* logits,
                           RoutingTrace* trace) {
   const int n = static_cast<int>(batch.size());
@@ -201,13 +210,7 @@ void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const 
   const int F = static_cast<int>(gate.ne[1]);
   const LinearOut gate_up[] = {{&gate, gate_.data(), static_cast<size_t>(F)}, {&up, up_.data(), static_cast<size_t>(F)}};
   prefetch_next(&down);
-  if (share_input(gate_up, precision_)) {
-    linear_shared(pool_, precision_, gate_up, x, E, n, xq_.data(), xq_row_bytes_, row_scratch_.data(),
-                  row_scratch_.size() / pool_.n_threads());
-  } else {
-    linear(gate, x, E, n, gate_.data(), F);
-    linear(up, x, E, n, up_.data(), F);
-  }
+  linear_many(gate_up, x, E, n);
   silu_mul(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(n) * F);
   prefetch_next(next);
   linear(down, gate_.data(), F, n, out, E);

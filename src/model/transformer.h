@@ -102,6 +102,9 @@ class Transformer {
   // y (n rows of w's outputs, stride y_stride) = w . x (n rows, stride x_stride)
   void linear(const TensorView& w, const float* x, size_t x_stride, int n, float* y,
               size_t y_stride);
+  // Every matrix of outs applied to x: one quantization and one parallel job
+  // when they share_input, else one product each.
+  void linear_many(std::span<const LinearOut> outs, const float* x, size_t x_stride, int n);
   void rms_norm(const float* x, const float* weight, int dim, float* out) const;
 
   const ModelConfig& cfg_;

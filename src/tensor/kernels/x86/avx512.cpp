@@ -586,9 +586,7 @@ void add_avx512_kernels(KernelTable& t) {
   t.dot[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::dot;
   t.tile[slot(DType::Q6_K)] = q6_K_tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
-  // MXFP4 keeps the AVX2 tiles here: the 512-bit one (GenericQ8Kernel over
-  // Mxfp4Weights) has not run on an AVX-512 machine yet, and the dispatch
-  // only takes kernels whose equivalence tests have passed on their ISA.
+  add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
   t.attend = attend_512<float>;
   t.attend_f16 = attend_512<uint16_t>;
   t.attend_batch = attend_batch_x86<float, &attend_512<float>, GroupKernel512>;

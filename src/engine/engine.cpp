@@ -24,10 +24,12 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
   // Places the weights under the budget: dense ones copied into anonymous
   // memory, routed experts behind the store (streamed from disk when they do
   // not all fit). Rewrites weights_' views, so it comes before the transformer.
-  const uint64_t runtime =
-      runtime_bytes_estimate(cfg_, n_ctx, o.n_batch, std::max(o.n_seq, 1), threads,
-                             static_cast<int>(KVCache::element_bytes(o.kv_type)));
-  store_ = make_expert_store(o.store, *file_, cfg_, weights_, runtime, &plan_);
+  // The KV cache shares its room with the expert cache: slots at an empty
+  // context, given back as the context grows (the listener below).
+  const uint64_t scratch = scratch_bytes_estimate(cfg_, n_ctx, o.n_batch, threads);
+  const uint64_t kv_full = kv_cache_bytes(cfg_, n_ctx, std::max(o.n_seq, 1),
+                                          static_cast<int>(KVCache::element_bytes(o.kv_type)));
+  store_ = make_expert_store(o.store, *file_, cfg_, weights_, scratch, &plan_, kv_full);
   // The dense weights load in the background from here on; the vocabulary
   // is built meanwhile.
   tokenizer_ = Tokenizer::from_gguf(*file_);
@@ -35,6 +37,7 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
             "%s: the tokenizer has %d tokens but token_embd.weight has %d rows",
             o.model_path.c_str(), tokenizer_->n_vocab(), cfg_.n_vocab);
   kv_ = std::make_unique<KVCache>(cfg_, n_ctx, std::max(o.n_seq, 1), o.kv_type);
+  kv_->set_growth_listener([store = store_.get()](uint64_t bytes) { store->set_kv_bytes(bytes); });
   transformer_ = std::make_unique<Transformer>(cfg_, weights_, *store_, *pool_, o.precision,
                                                o.n_batch, n_ctx);
   logits_.resize(cfg_.n_vocab);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/sys.h"
 #include "tensor/ops.h"
 
 namespace colibri {
@@ -20,6 +21,28 @@ KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)
   const size_t rows = static_cast<size_t>(n_seq) * n_layer_ * n_head_kv_ * n_ctx;
   k_.resize(rows * hd_k_ * elem_);
   if (!v_in_k_) v_.resize(rows * hd_v_ * elem_);
+  mark_.assign(n_seq, 0);
+}
+
+void KVCache::commit_growth() {
+  if (!marks_moved_) return;
+  marks_moved_ = false;
+  const uint64_t page = page_size();
+  // Pages of [start, start + len) of a block, len > 0.
+  auto pages = [&](uint64_t start, uint64_t len) { return ((start + len - 1) / page - start / page + 1) * page; };
+  uint64_t bytes = 0;
+  for (int seq = 0; seq < n_seq_; ++seq) {
+    if (mark_[seq] == 0) continue;
+    for (int l = 0; l < n_layer_; ++l)
+      for (int h = 0; h < n_head_kv_; ++h) {
+        const uint64_t row = index(seq, l, h);
+        bytes += pages(row * hd_k_ * elem_, static_cast<uint64_t>(mark_[seq]) * hd_k_ * elem_);
+        if (!v_in_k_) bytes += pages(row * hd_v_ * elem_, static_cast<uint64_t>(mark_[seq]) * hd_v_ * elem_);
+      }
+  }
+  if (bytes <= touched_) return;
+  touched_ = bytes;
+  if (listener_) listener_(bytes);
 }
 
 namespace {
@@ -43,6 +66,8 @@ void KVCache::write(int seq, int l, int pos, const float* k, const float* v) {
 void KVCache::copy_prefix(int from, int to, int n) {
   CLB_ASSERT(n <= n_ctx_ && from < n_seq_ && to < n_seq_);
   if (from == to || n <= 0) return;
+  will_write(to, n);
+  commit_growth();
   for (int l = 0; l < n_layer_; ++l)
     for (int h = 0; h < n_head_kv_; ++h) {
       std::memcpy(k_.data() + index(to, l, h) * hd_k_ * elem_, k_.data() + index(from, l, h) * hd_k_ * elem_,

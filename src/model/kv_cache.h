@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "base/aligned_buffer.h"
 #include "base/error.h"
@@ -58,6 +60,22 @@ class KVCache {
   // Copies positions [0, n) of one sequence into another (prefix reuse).
   void copy_prefix(int from, int to, int n);
 
+  // Memory that follows the context. The cache's pages cost nothing until
+  // written; before rows below position `end` of sequence seq are written,
+  // will_write(seq, end) raises the sequence's mark and commit_growth()
+  // tells the listener the bytes the touched pages may now take, if that
+  // grew: a budgeted expert store gives that room back first
+  // (ExpertStore::set_kv_bytes). Marks never fall (finished sequences stay
+  // for prefix reuse).
+  void will_write(int seq, int end) {
+    if (end > mark_[seq]) mark_[seq] = end, marks_moved_ = true;
+  }
+  void commit_growth();
+  void set_growth_listener(std::function<void(uint64_t)> f) { listener_ = std::move(f); }
+  // Bytes of the pages rows below the marks can touch: per (sequence,
+  // layer, head) block, the marked rows rounded out to whole pages.
+  uint64_t touched_bytes() const { return touched_; }
+
  private:
   // The row of (seq, layer l, KV head h, position pos), in rows.
   size_t index(int seq, int l, int h, int pos = 0) const {
@@ -70,6 +88,10 @@ class KVCache {
   size_t elem_;               // bytes per element
   AlignedBuffer<uint8_t> k_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim) elements
   AlignedBuffer<uint8_t> v_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim_v) elements
+  std::vector<int> mark_;     // (n_seq) positions that may have been written
+  bool marks_moved_ = false;
+  uint64_t touched_ = 0;
+  std::function<void(uint64_t)> listener_;
 };
 
 }  // namespace colibri

@@ -147,6 +147,12 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     CLB_CHECK(b.pos >= 0 && b.pos < kv.n_ctx() && b.pos < n_ctx_,
               "position %d is outside the context (%d tokens)", b.pos, kv.n_ctx());
     CLB_CHECK(b.seq >= 0 && b.seq < kv.n_seq(), "sequence %d does not exist", b.seq);
+    kv.will_write(b.seq, b.pos + 1);
+  }
+  // Room for the KV rows this batch writes, before any is written.
+  kv.commit_growth();
+  for (int t = 0; t < n; ++t) {
+    const BatchToken& b = batch[t];
     // Embedding lookup: the row in its stored type, dequantized (read from
     // the file where a tight budget left the table there).
     if (store_.read_embedding_row(b.token, embd_row_.data()))

@@ -17,6 +17,7 @@ class LruPolicy : public CachePolicy {
   explicit LruPolicy(int n_slots) : last_(n_slots, 0) {}
   void on_insert(int slot, int32_t, uint64_t now) override { last_[slot] = now; }
   void on_access(int slot, int32_t, uint64_t now) override { last_[slot] = now; }
+  void on_move(int from, int to) override { last_[to] = last_[from]; }
   double score(int slot, uint64_t) const override { return static_cast<double>(last_[slot]); }
   const char* name() const override { return "lru"; }
 
@@ -54,6 +55,11 @@ class LfuDecayPolicy : public CachePolicy {
     count_[key] = decay(count_[key], epoch_[key], e) + 1.0;
     epoch_[key] = e;
     ++uses_[slot];
+  }
+  void on_move(int from, int to) override {
+    key_[to] = key_[from];
+    inserted_[to] = inserted_[from];
+    uses_[to] = uses_[from];
   }
   double score(int slot, uint64_t now) const override {
     const int32_t key = key_[slot];

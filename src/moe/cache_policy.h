@@ -36,6 +36,9 @@ class CachePolicy {
   virtual void on_insert(int slot, int32_t key, uint64_t now) = 0;
   // One use of the slab in the slot (an acquire).
   virtual void on_access(int slot, int32_t key, uint64_t now) = 0;
+  // The slab in slot `from` moved to slot `to` (whose own slab was evicted),
+  // keeping its history; `from` is empty after.
+  virtual void on_move(int from, int to) = 0;
   // Lower is evicted first.
   virtual double score(int slot, uint64_t now) const = 0;
   virtual const char* name() const = 0;

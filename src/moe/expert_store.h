@@ -52,6 +52,11 @@ struct ExpertStoreStats {
   uint64_t pred_experts = 0;    // experts named by predictions
   uint64_t pred_acquires = 0;   // acquires in layer visits that had a prediction
   uint64_t pred_hits = 0;       // of those, experts the prediction named
+  // Memory that follows the context (set_kv_bytes): cache slots in use now
+  // and at the start, and slots given back as the KV cache grew.
+  int cache_slots = 0;
+  int cache_slots_start = 0;
+  uint64_t slots_given_back = 0;
 };
 
 // Where one (layer, expert) slab is, and what reaching it has cost: for
@@ -105,6 +110,12 @@ class ExpertStore {
   // row `row` (the file's layout) to dst and returns true; false where they
   // are resident and the caller reads its view. Throws Error on a failed read.
   virtual bool read_embedding_row(int64_t row, uint8_t* dst) { return false; }
+  // The KV cache now holds (at most) `bytes` of touched memory, and is about
+  // to write the rows that made it grow: a store under a budget shrinks its
+  // cache first, giving the room back before the KV pages are touched (and
+  // grows it again when the context shrinks). Called between forward steps,
+  // with nothing acquired.
+  virtual void set_kv_bytes(uint64_t bytes) {}
 };
 
 // Serves views straight into the memory-mapped model file: the page cache

@@ -143,9 +143,16 @@ uint64_t kv_cache_bytes_per_token(const ModelConfig& c, int kv_bytes) {
   return static_cast<uint64_t>(kv_bytes) * c.n_layer * kv_row;
 }
 
+uint64_t kv_cache_bytes(const ModelConfig& c, int n_ctx, int n_seq, int kv_bytes) {
+  return kv_cache_bytes_per_token(c, kv_bytes) * static_cast<uint64_t>(n_seq) * static_cast<uint64_t>(n_ctx);
+}
+
 uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_seq,
                                 int n_threads, int kv_bytes) {
-  const uint64_t kv = kv_cache_bytes_per_token(c, kv_bytes) * n_seq * n_ctx;
+  return kv_cache_bytes(c, n_ctx, n_seq, kv_bytes) + scratch_bytes_estimate(c, n_ctx, n_batch, n_threads);
+}
+
+uint64_t scratch_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_threads) {
   const uint64_t k = std::max(c.n_expert_used, 1);
   const uint64_t n_ff_max = std::max({c.n_ff, c.n_ff_exp, c.n_ff_shexp, 1});
   const uint64_t max_in = std::max<uint64_t>({static_cast<uint64_t>(c.n_embd),
@@ -160,11 +167,11 @@ uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, in
   // Per thread: attention scores for a block of queries over the context,
   // and a row of scratch.
   const uint64_t per_thread = 4 * (static_cast<uint64_t>(kAttentionQueryBlock) * n_ctx + max_in + 256);
-  return kv + per_row * n_batch + per_thread * n_threads + 4ull * c.n_vocab;
+  return per_row * n_batch + per_thread * n_threads + 4ull * c.n_vocab;
 }
 
 Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,
-               const ModelWeights& w, uint64_t other_bytes) {
+               const ModelWeights& w, uint64_t other_bytes, uint64_t kv_bytes) {
   Plan p;
   p.policy = o.policy;
   p.io = o.io;
@@ -173,6 +180,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   p.n_expert = cfg.n_expert;
   p.n_expert_used = cfg.n_expert_used;
   p.other_bytes = other_bytes;
+  p.kv_bytes = kv_bytes;
   p.kv_bytes_per_token = kv_cache_bytes_per_token(cfg, 2);
   p.dense_bytes = DenseArena::bytes_needed(f, w) + w.derived_bytes;
   const Shape shape = model_shape(w, o.o_direct);
@@ -206,7 +214,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   // the file (a token reads one row) and their room goes to expert slots.
   if (total_experts > 0 && p.budget > 0 && o.slots_per_layer == 0 &&
       DenseArena::embeddings_can_stay_in_file(w) &&
-      p.dense_bytes + other_bytes + total_experts * p.slab_bytes > p.budget) {
+      p.dense_bytes + other_bytes + kv_bytes + total_experts * p.slab_bytes > p.budget) {
     const uint64_t without = DenseArena::bytes_needed(f, w, true);
     p.embeddings_in_file = true;
     p.embedding_bytes = p.dense_bytes - without;
@@ -214,11 +222,11 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   }
   const uint64_t base = p.dense_bytes + other_bytes;
   if (total_experts == 0) {
-    CLB_CHECK(p.budget == 0 || base <= p.budget,
+    CLB_CHECK(p.budget == 0 || base + kv_bytes <= p.budget,
               "the memory budget of %s is too small: the dense weights (%s) and the KV cache and "
               "scratch (%s) need %s",
               format_size(p.budget).c_str(), format_size(p.dense_bytes).c_str(),
-              format_size(other_bytes).c_str(), format_size(base).c_str());
+              format_size(other_bytes + kv_bytes).c_str(), format_size(base + kv_bytes).c_str());
     return p;
   }
 
@@ -242,27 +250,31 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
     p.from_history |= sum > 0;
   }
 
-  // Slots: fixed, or all the budget leaves after the dense part.
+  // Slots: fixed, or all the budget leaves after the dense part: at an
+  // empty context (`slots`) and with the KV cache full (`slots_full`).
   const uint64_t min_slots = static_cast<uint64_t>(std::max(cfg.n_expert_used, 1));
-  uint64_t slots;
+  uint64_t slots, slots_full;
   if (o.slots_per_layer > 0) {
-    slots = std::min<uint64_t>(static_cast<uint64_t>(o.slots_per_layer) * p.n_moe_layers, total_experts);
+    slots = slots_full =
+        std::min<uint64_t>(static_cast<uint64_t>(o.slots_per_layer) * p.n_moe_layers, total_experts);
   } else {
-    const uint64_t need = base + min_slots * p.slab_bytes;
+    const uint64_t need = base + kv_bytes + min_slots * p.slab_bytes;
     CLB_CHECK(p.budget >= need,
               "the memory budget of %s is too small: it needs at least %s (dense weights %s, KV "
               "cache and scratch %s, %llu expert slots of %s for one token's experts of a layer)",
               format_size(p.budget).c_str(), format_size(need).c_str(),
-              format_size(p.dense_bytes).c_str(), format_size(other_bytes).c_str(),
+              format_size(p.dense_bytes).c_str(), format_size(other_bytes + kv_bytes).c_str(),
               static_cast<unsigned long long>(min_slots), format_size(p.slab_bytes).c_str());
     slots = std::min<uint64_t>((p.budget - base) / p.slab_bytes, total_experts);
+    slots_full = std::min<uint64_t>((p.budget - base - kv_bytes) / p.slab_bytes, total_experts);
   }
   if (o.mem_budget > 0 && o.slots_per_layer > 0)
-    CLB_CHECK(base + slots * p.slab_bytes <= p.budget,
+    CLB_CHECK(base + kv_bytes + slots * p.slab_bytes <= p.budget,
               "the memory budget of %s is too small for %llu expert slots: it needs %s",
               format_size(p.budget).c_str(), static_cast<unsigned long long>(slots),
-              format_size(base + slots * p.slab_bytes).c_str());
-  p.all_experts_fit = slots == total_experts;
+              format_size(base + kv_bytes + slots * p.slab_bytes).c_str());
+  // Every expert resident even with the KV cache full: nothing to stream.
+  p.all_experts_fit = slots_full == total_experts;
   // Guessing the next layer's experts only pays when some must be read: with
   // every expert resident it would cost a router product per layer per token.
   p.prefetch = o.prefetch && !p.all_experts_fit;
@@ -273,12 +285,16 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   for (int32_t key = 0; key < static_cast<int32_t>(use.size()); ++key)
     if (shape.layer_slab[key / cfg.n_expert]) order.push_back(key);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return use[a] > use[b]; });
+  // (Counted at a full context: pinned slabs stay whatever the KV cache takes.)
   if (p.from_history && !p.all_experts_fit && o.slots_per_layer == 0) {
-    const uint64_t pin = slots > min_slots ? (slots - min_slots) / 2 : 0;
+    const uint64_t pin = slots_full > min_slots ? (slots_full - min_slots) / 2 : 0;
     for (uint64_t i = 0; i < pin && i < order.size() && hist[order[i]] > 0; ++i) p.pinned.push_back(order[i]);
   }
   p.n_pinned = static_cast<int>(p.pinned.size());
   p.n_slots = static_cast<int>(slots) - p.n_pinned;
+  p.n_slots_full = static_cast<int>(slots_full) - p.n_pinned;
+  if (o.slots_per_layer == 0 && p.budget > 0 && slots > slots_full)
+    p.slot_room = p.budget - base - static_cast<uint64_t>(p.n_pinned) * p.slab_bytes;
 
   // Expected reads: an ideal frequency cache holds the `slots` most used slabs.
   double used = 0, missed = 0;
@@ -303,18 +319,33 @@ std::string Plan::describe() const {
   if (embeddings_in_file)
     s += strprintf("  token embeddings, in the file: %11s  (not placed: a token's row is read when it comes)\n",
                    sz(embedding_bytes).c_str());
-  s += strprintf("  KV cache and scratch:         %12s", sz(other_bytes).c_str());
-  if (kv_bytes_per_token) s += strprintf("  (f16 KV: %s per token of context)", sz(kv_bytes_per_token).c_str());
-  s += "\n";
+  if (kv_bytes > 0) {
+    s += strprintf("  scratch:                      %12s\n", sz(other_bytes).c_str());
+    s += strprintf("  KV cache, as the context grows: 0 to %s  (f16: %s per token of context; "
+                   "shares its room with the expert cache)\n",
+                   sz(kv_bytes).c_str(), sz(kv_bytes_per_token).c_str());
+  } else {
+    s += strprintf("  KV cache and scratch:         %12s", sz(other_bytes).c_str());
+    if (kv_bytes_per_token) s += strprintf("  (f16 KV: %s per token of context)", sz(kv_bytes_per_token).c_str());
+    s += "\n";
+  }
   if (n_moe_layers > 0) {
     s += strprintf("  pinned hot experts:           %12s  (%d x %s%s)\n",
                    sz(static_cast<double>(n_pinned) * slab_bytes).c_str(), n_pinned,
                    sz(slab_bytes).c_str(), from_history ? ", from routing history" : ", no routing history yet");
-    s += strprintf("  expert cache:                 %12s  (%d slots x %s, policy %s)\n",
+    s += strprintf("  expert cache:                 %12s  (%d slots x %s, policy %s%s)\n",
                    sz(static_cast<double>(n_slots) * slab_bytes).c_str(), n_slots,
-                   sz(slab_bytes).c_str(), policy.c_str());
+                   sz(slab_bytes).c_str(), policy.c_str(), kv_bytes > 0 ? ", at an empty context" : "");
+    if (kv_bytes > 0)
+      s += strprintf("  expert cache, context full:   %12s  (%d slots: %d given back to the KV cache)\n",
+                     sz(static_cast<double>(n_slots_full) * slab_bytes).c_str(), n_slots_full,
+                     n_slots - n_slots_full);
   }
-  s += strprintf("  total placed:                 %12s\n", sz(used_bytes()).c_str());
+  if (kv_bytes > 0)
+    s += strprintf("  total placed:                 %12s at an empty context, %s with the context full\n",
+                   sz(used_bytes()).c_str(), sz(used_bytes_full()).c_str());
+  else
+    s += strprintf("  total placed:                 %12s\n", sz(used_bytes()).c_str());
   s += strprintf("fixed overhead outside the budget: %s (process %s, mapped metadata %s, "
                  "buffered reads in flight %s)\n",
                  sz(fixed_overhead).c_str(), sz(kProcessOverheadBytes).c_str(),
@@ -359,6 +390,7 @@ class PlacedStore : public ExpertStore {
     return inner_->expert_counters(out);
   }
   const char* name() const override { return inner_->name(); }
+  void set_kv_bytes(uint64_t bytes) override { inner_->set_kv_bytes(bytes); }
   void wait_dense(int stage) override { arena_.wait(stage); }
   bool dense_progress(uint64_t* done, uint64_t* total) const override {
     arena_.progress(done, total);
@@ -379,9 +411,9 @@ class PlacedStore : public ExpertStore {
 
 std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, const GgufFile& f,
                                                const ModelConfig& cfg, ModelWeights& w,
-                                               uint64_t other_bytes, Plan* plan_out) {
+                                               uint64_t other_bytes, Plan* plan_out, uint64_t kv_bytes) {
   CLB_CHECK(f.fd() >= 0, "%s: placement needs a model read from a file", f.name().c_str());
-  Plan p = make_plan(o, f, cfg, w, other_bytes);
+  Plan p = make_plan(o, f, cfg, w, other_bytes, kv_bytes);
   // The expert store first: its pool faults in (and its hot set loads) while
   // the dense weights are read.
   std::unique_ptr<ExpertStore> inner;
@@ -391,6 +423,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
     StreamingOptions so;
     so.n_slots = p.n_slots;
     so.pinned = p.pinned;
+    so.room = p.slot_room;
     so.policy = o.policy;
     so.predict = p.prefetch;
     so.o_direct = o.o_direct;

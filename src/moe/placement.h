@@ -2,9 +2,11 @@
 // factory that builds the expert store that keeps it there.
 //
 // The budget holds, in this order: the dense weights (attention, norms,
-// embeddings, routers, shared experts), copied into anonymous memory; the KV
-// cache and scratch the caller states; the pinned hot experts (from the
-// routing history); and cache slots for the rest. Outside it is a fixed
+// embeddings, routers, shared experts), copied into anonymous memory; the
+// scratch the caller states; the pinned hot experts (from the routing
+// history); and cache slots for the rest, which share their room with the KV
+// cache: at an empty context the slots take it all, and as the context grows
+// the expert cache gives slots back before the KV cache touches new pages. Outside it is a fixed
 // overhead the plan states: the process itself, the mapped metadata at the
 // start of the file (tokenizer strings), and the page cache of buffered reads
 // in flight. Peak memory, page cache charged to us included, stays under
@@ -49,13 +51,16 @@ struct Plan {
   uint64_t dense_bytes = 0;    // resident dense weights
   bool embeddings_in_file = false;  // token embeddings read a row per token (not in dense_bytes)
   uint64_t embedding_bytes = 0;     // what that leaves out
-  uint64_t other_bytes = 0;    // KV cache and scratch, as the caller stated
+  uint64_t other_bytes = 0;    // scratch (and any KV cache counted as fixed), as the caller stated
+  uint64_t kv_bytes = 0;       // the KV cache at a full context, which shares its room with cache slots
   uint64_t kv_bytes_per_token = 0;  // KV cache bytes one token of context takes (all layers)
   uint64_t slab_bytes = 0;     // one slot
   int n_moe_layers = 0, n_expert = 0, n_expert_used = 0;
   uint64_t expert_bytes = 0;   // all routed experts in the file
   int n_pinned = 0;
-  int n_slots = 0;             // cache slots besides the pinned ones
+  int n_slots = 0;             // cache slots besides the pinned ones, at an empty context
+  int n_slots_full = 0;        // the same with the KV cache full (n_slots when kv_bytes is 0)
+  uint64_t slot_room = 0;      // bytes the cache slots and the KV cache share (StreamingOptions::room); 0: fixed
   bool all_experts_fit = false;
   bool from_history = false;   // pinned set and expectations from routing counts
   std::string history_path;    // "" without history
@@ -70,8 +75,12 @@ struct Plan {
   std::string notes;           // fallbacks the store took
   std::vector<int32_t> pinned; // keys (layer * n_expert + expert)
 
+  // What the plan places at an empty context, and with the KV cache full.
   uint64_t used_bytes() const {
     return dense_bytes + other_bytes + static_cast<uint64_t>(n_pinned + n_slots) * slab_bytes;
+  }
+  uint64_t used_bytes_full() const {
+    return dense_bytes + other_bytes + kv_bytes + static_cast<uint64_t>(n_pinned + n_slots_full) * slab_bytes;
   }
   std::string describe() const;
 };
@@ -90,17 +99,27 @@ uint64_t detect_memory_limit(std::string* source);
 // per element.
 uint64_t kv_cache_bytes_per_token(const ModelConfig& c, int kv_bytes);
 
+// Bytes of a KV cache of n_seq sequences of n_ctx positions.
+uint64_t kv_cache_bytes(const ModelConfig& c, int n_ctx, int n_seq, int kv_bytes);
+
+// The forward pass's scratch for batches of n_batch on n_threads threads
+// over a context of n_ctx.
+uint64_t scratch_bytes_estimate(const ModelConfig& cfg, int n_ctx, int n_batch, int n_threads);
+
 // Bytes of the KV cache (n_seq sequences of n_ctx positions, of kv_bytes
-// bytes per element: 2 for F16, 4 for F32) plus the forward pass's scratch for
-// batches of n_batch on n_threads threads: what a caller passes as
-// other_bytes when it has not measured its own.
+// bytes per element: 2 for F16, 4 for F32) plus the scratch: what a caller
+// passes as other_bytes when it has not measured its own and holds the KV
+// cache fixed.
 uint64_t runtime_bytes_estimate(const ModelConfig& cfg, int n_ctx, int n_batch, int n_seq,
                                 int n_threads, int kv_bytes);
 
-// The placement, without touching the weights. Throws Error when the budget
-// is too small, saying how much is needed.
+// The placement, without touching the weights. other_bytes are held for
+// good; kv_bytes (the KV cache at a full context) share their room with the
+// expert cache, which gives slots back as the KV cache's pages are touched
+// (ExpertStore::set_kv_bytes). Throws Error when the budget is too small,
+// saying how much is needed.
 Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,
-               const ModelWeights& w, uint64_t other_bytes);
+               const ModelWeights& w, uint64_t other_bytes, uint64_t kv_bytes = 0);
 
 // Plans, builds the store for the experts, then starts copying the dense
 // weights into anonymous memory (moe/dense_arena.h), pointing w's views at
@@ -109,6 +128,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
 // of w. Throws Error.
 std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, const GgufFile& f,
                                                const ModelConfig& cfg, ModelWeights& w,
-                                               uint64_t other_bytes, Plan* plan_out = nullptr);
+                                               uint64_t other_bytes, Plan* plan_out = nullptr,
+                                               uint64_t kv_bytes = 0);
 
 }  // namespace colibri

@@ -100,7 +100,8 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
                   layers_[key / n_expert_].gate_exps.data,
               "pinned expert key %d is not a routed expert of this model", key);
   n_pinned_ = static_cast<int>(o.pinned.size());
-  n_cache_ = o.n_slots;
+  n_cache_ = active_ = o.n_slots;
+  room_ = o.room;
   const int n_total = n_pinned_ + n_cache_;
   align_ = o.io_align != 0 ? o.io_align : page_size();
   CLB_CHECK(align_ % page_size() == 0 && (align_ & (align_ - 1)) == 0,
@@ -113,27 +114,34 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   CLB_CHECK(p != MAP_FAILED, "cannot reserve %zu bytes for %d expert slots: %s", pool_bytes_,
             n_total, std::strerror(errno));
   pool_ = static_cast<uint8_t*>(p);
+  populate_end_ = pool_bytes_;
   populate_ = std::jthread([this](std::stop_token stop) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // this thread only (Linux)
     // Small steps: faulting holds the address space's lock, and every mmap
     // (a new thread's stack, a buffer) waits for the step in progress.
     constexpr size_t kChunk = 1u << 20;
     for (size_t at = 0; at < pool_bytes_ && !stop.stop_requested();) {
-      size_t ahead;
+      size_t n;
       {
         // From the first load on (before it, the engine is still mapping its
         // buffers and starting threads, and each mmap would wait for this
-        // thread's faults), and no further ahead than kPopulateAhead.
+        // thread's faults), no further ahead than kPopulateAhead, and only
+        // in active slots.
         std::unique_lock<std::mutex> lock(populate_mu_);
         if (!populate_cv_.wait(lock, stop, [&] {
-              return frontier_ > 0 && frontier_ * slot_bytes_ + kPopulateAhead > at;
+              return frontier_ > 0 && frontier_ * slot_bytes_ + kPopulateAhead > at && at < populate_end_;
             }))
           return;
-        ahead = frontier_ * slot_bytes_ + kPopulateAhead;
+        n = std::min({kChunk, populate_end_ - at, frontier_ * slot_bytes_ + kPopulateAhead - at});
+        populating_ = true;
       }
-      const size_t n = std::min({kChunk, pool_bytes_ - at, ahead - at});
       populate_pages(pool_ + at, n);
       at += n;
+      {
+        std::lock_guard<std::mutex> lock(populate_mu_);
+        populating_ = false;
+      }
+      populate_cv_.notify_all();
     }
   });
   slots_.resize(n_total);
@@ -225,7 +233,7 @@ void StreamingExpertStore::enter_layer(int layer) {
 int StreamingExpertStore::pick_victim(bool for_prefetch) const {
   int best = -1, fallback = -1;
   double best_score = 0, fallback_score = 0;
-  for (int i = n_pinned_; i < static_cast<int>(slots_.size()); ++i) {
+  for (int i = n_pinned_; i < n_pinned_ + active_; ++i) {
     const Slot& s = slots_[i];
     if (s.state == State::kEmpty || s.state == State::kFailed) return i;
     if (s.users > 0 || s.state == State::kLoading) continue;
@@ -406,9 +414,94 @@ void StreamingExpertStore::prefetch_predicted(int layer, std::span<const int> ex
   if (predict_) prefetch_locked(layer, experts, visit_ + 1, false);
 }
 
+int StreamingExpertStore::max_held() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_;
+}
+
+void StreamingExpertStore::set_kv_bytes(uint64_t bytes) {
+  if (room_ == 0) return;
+  const uint64_t n = room_ > bytes ? (room_ - bytes) / slot_bytes_ : 0;
+  set_cache_slots(static_cast<int>(std::min<uint64_t>(n, static_cast<uint64_t>(n_cache_))));
+}
+
+void StreamingExpertStore::move_slab(int from, int to) {
+  Slot& f = slots_[from];
+  Slot& t = slots_[to];
+  CLB_ASSERT(f.state == State::kReady && f.users == 0 && t.users == 0 && t.state != State::kLoading);
+  if (t.key >= 0) {
+    if (where_[t.key] == to) where_[t.key] = -1;
+    if (t.state == State::kReady) ++stats_.evictions;
+  }
+  std::memcpy(pool_ + static_cast<size_t>(to) * slot_bytes_, pool_ + static_cast<size_t>(from) * slot_bytes_,
+              slot_bytes_);
+  const ptrdiff_t d = (static_cast<ptrdiff_t>(to) - from) * static_cast<ptrdiff_t>(slot_bytes_);
+  t.key = f.key;
+  t.state = State::kReady;
+  t.failed = false;
+  t.pending = 0;
+  t.visit = f.visit;
+  t.w = f.w;
+  for (TensorView* v : {&t.w.gate, &t.w.up, &t.w.down}) v->data += d;
+  where_[t.key] = to;
+  policy_->on_move(from - n_pinned_, to - n_pinned_);
+  f.key = -1;
+  f.state = State::kEmpty;
+}
+
+void StreamingExpertStore::set_cache_slots(int n) {
+  n = std::clamp(n, 1, n_cache_);
+  std::unique_lock<std::mutex> lock(mu_);
+  const int old = active_;
+  if (n == old) return;
+  if (n > old) {
+    active_ = n;
+    std::lock_guard<std::mutex> pl(populate_mu_);
+    populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
+    populate_cv_.notify_all();
+    return;
+  }
+  // Loads into retiring slots finish first (no new ones start: loads come
+  // from the caller's thread).
+  for (int i = n_pinned_ + n; i < n_pinned_ + old; ++i)
+    cv_.wait(lock, [&] { return slots_[i].state != State::kLoading; });
+  for (int i = n_pinned_ + old - 1; i >= n_pinned_ + n; --i) {
+    Slot& s = slots_[i];
+    CLB_ASSERT(s.users == 0);
+    active_ = i - n_pinned_;  // the victim comes from the slots below i
+    if (s.state == State::kReady) {
+      int v = pick_victim(true);
+      if (v < 0) v = pick_victim(false);
+      const bool keep = v >= 0 && (slots_[v].state == State::kEmpty || slots_[v].state == State::kFailed ||
+                                   policy_->score(v - n_pinned_, now_) < policy_->score(i - n_pinned_, now_));
+      if (keep) {
+        move_slab(i, v);
+        continue;
+      }
+      ++stats_.evictions;
+    }
+    if (s.key >= 0 && where_[s.key] == i) where_[s.key] = -1;
+    s.key = -1;
+    s.state = State::kEmpty;
+  }
+  active_ = n;
+  stats_.slots_given_back += static_cast<uint64_t>(old - n);
+  {
+    // The populate thread stops short of the retired slots, and finishes
+    // the chunk it may be faulting there before they are dropped.
+    std::unique_lock<std::mutex> pl(populate_mu_);
+    populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
+    populate_cv_.wait(pl, [&] { return !populating_; });
+  }
+  madvise(pool_ + static_cast<size_t>(n_pinned_ + n) * slot_bytes_, static_cast<size_t>(old - n) * slot_bytes_,
+          MADV_DONTNEED);
+}
+
 ExpertStoreStats StreamingExpertStore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   ExpertStoreStats s = stats_;
+  s.cache_slots = active_;
+  s.cache_slots_start = n_cache_;
   const IoEngineStats io = io_->stats();
   s.bytes_read = io.bytes;
   s.read_busy_s = io.busy_s;

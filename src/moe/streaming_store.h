@@ -14,6 +14,13 @@
 // The pool is faulted in on a background thread from the start (see
 // populate_).
 //
+// Memory that follows the context: with a `room` (bytes the budget leaves to
+// cache slots and the KV cache together), set_kv_bytes() retires the
+// highest cache slots as the KV cache grows, before its new pages are
+// touched: each retired slab moves into the slot the policy would evict
+// next, if it outranks that slab, and the retired memory goes back to the
+// system (MADV_DONTNEED). Retired slots are used again when room returns.
+//
 // Thread safety: acquire/release/prefetch come from the forward pass's thread;
 // completions arrive on I/O threads; one mutex guards the slot table.
 #pragma once
@@ -37,6 +44,7 @@ namespace colibri {
 struct StreamingOptions {
   int n_slots = 1;               // cache slots, besides the pinned ones
   std::vector<int32_t> pinned;   // keys (layer * n_expert + expert) to hold for good
+  uint64_t room = 0;             // > 0: bytes for cache slots and the KV cache together (set_kv_bytes)
   std::string policy = kDefaultCachePolicy;
   bool predict = false;          // wants_prediction(): load guessed experts of the next layer
   bool o_direct = false;         // read around the page cache where the file system allows
@@ -61,7 +69,11 @@ class StreamingExpertStore : public ExpertStore {
   bool wants_prediction() const override { return predict_; }
   void prefetch_predicted(int layer, std::span<const int> experts) override;
   // Every cache slot may be in use at once (pinned experts need none).
-  int max_held() const override { return n_cache_; }
+  int max_held() const override;
+  void set_kv_bytes(uint64_t bytes) override;
+  // Uses cache slots [0, n) of the n_slots() (at least one); retires the
+  // rest as set_kv_bytes does. Called with nothing acquired.
+  void set_cache_slots(int n);
   bool ready(int layer, int expert) const override;
   ExpertStoreStats stats() const override;
   bool expert_counters(std::span<ExpertCounters> out) const override;
@@ -71,7 +83,7 @@ class StreamingExpertStore : public ExpertStore {
   // align: as StreamingOptions::io_align.
   static size_t slot_bytes(const std::vector<ExpertTensors>& layers, bool o_direct, size_t align = 0);
 
-  int n_slots() const { return n_cache_; }
+  int n_slots() const { return n_cache_; }  // at most; set_cache_slots may use fewer
   int n_pinned() const { return n_pinned_; }
   size_t slot_size() const { return slot_bytes_; }
   bool o_direct() const { return direct_fd_ >= 0; }
@@ -100,8 +112,10 @@ class StreamingExpertStore : public ExpertStore {
   static void on_read(void* ctx, ReadOp& op, const char* error);
   void check_file() const;
   void enter_layer(int layer);
-  // The slot to fill; -1 if none may be evicted now.
+  // The slot to fill among the active ones; -1 if none may be evicted now.
   int pick_victim(bool for_prefetch) const;
+  // Moves the ready slab in slot `from` into slot `to`, evicting to's.
+  void move_slab(int from, int to);
   // by_prefetch: counted as a prefetch load; urgent: the forward pass needs
   // the slab for the layer it is at (its reads go before any guess's).
   void start_load(int slot, int32_t key, bool by_prefetch, bool urgent);
@@ -120,6 +134,8 @@ class StreamingExpertStore : public ExpertStore {
   std::string history_path_;
 
   int n_pinned_ = 0, n_cache_ = 0;
+  int active_ = 0;        // cache slots in use: slots [0, n_pinned_ + active_) (under mu_)
+  uint64_t room_ = 0;     // StreamingOptions::room
   size_t slot_bytes_ = 0;
   size_t align_ = 0;  // O_DIRECT offsets, lengths and slot starts: the page size, or io_align
   uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
@@ -136,6 +152,8 @@ class StreamingExpertStore : public ExpertStore {
   std::mutex populate_mu_;
   std::condition_variable_any populate_cv_;
   size_t frontier_ = 0;  // 1 + the highest slot index loaded so far (under populate_mu_)
+  size_t populate_end_ = 0;  // bytes of the pool in active slots (under populate_mu_)
+  bool populating_ = false;  // a chunk is being faulted in (under populate_mu_)
   std::jthread populate_;
   std::vector<Slot> slots_;       // pinned first
   std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot

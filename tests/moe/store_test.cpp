@@ -99,6 +99,46 @@ TEST(StreamingStore, ExpertsPastTheEndOfTheFileAreAnError) {
   fs::remove(path2);
 }
 
+// Giving slots back as the KV cache grows: the slabs the policy ranks
+// highest move into the slots that stay, their views still show the file's
+// bytes, the rest leave, and retired slots fill again when room returns.
+TEST(StreamingStore, GivesSlotsBackKeepingTheSlabsThePolicyRanksHighest) {
+  const std::string path = temp_path("shrink.gguf");
+  test::write_synth_qwen3moe(path, {}, 3);  // 2 layers x 8 experts
+  test::LoadedModel m = test::load_model(path);
+  StreamingOptions so;
+  so.n_slots = 8;
+  so.policy = "lru";
+  so.io = "pread";
+  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
+  auto same_as_file = [&](int l, int e) {
+    const ExpertWeights got = store.acquire(l, e);
+    const TensorView want = m.w.experts[l].gate_exps.slab(e);
+    const bool same = std::memcmp(got.gate.data, want.data, want.slab_bytes()) == 0 &&
+                      std::memcmp(got.down.data, m.w.experts[l].down_exps.slab(e).data,
+                                  m.w.experts[l].down_exps.slab(e).slab_bytes()) == 0;
+    store.release(l, e);
+    return same;
+  };
+  // Layer 0's experts 0..7 in order: LRU ranks 7 highest, 0 lowest.
+  for (int e = 0; e < 8; ++e) ASSERT_TRUE(same_as_file(0, e));
+  store.set_cache_slots(3);
+  EXPECT_EQ(store.max_held(), 3);
+  ExpertStoreStats st = store.stats();
+  EXPECT_EQ(st.cache_slots, 3);
+  EXPECT_EQ(st.slots_given_back, 5u);
+  // The three most recent stay (moved down from the retired slots).
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(store.ready(0, e), e >= 5) << "expert " << e;
+  for (int e = 5; e < 8; ++e) EXPECT_TRUE(same_as_file(0, e)) << "expert " << e;
+  EXPECT_EQ(store.stats().loads, 8u);  // served from memory, no reads
+  // Room returns: the store holds eight slabs again.
+  store.set_cache_slots(8);
+  for (int e = 0; e < 8; ++e) ASSERT_TRUE(same_as_file(1, e));
+  for (int e = 0; e < 8; ++e) EXPECT_TRUE(store.ready(1, e));
+  EXPECT_EQ(store.stats().cache_slots, 8);
+  fs::remove(path);
+}
+
 TEST(Placement, BudgetBelowTheDensePartSaysWhatIsNeeded) {
   const std::string path = temp_path("budget.gguf");
   test::write_synth_qwen3moe(path, {}, 4);

@@ -1,5 +1,7 @@
 #include "base/sys.h"
 
+#include <ctime>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -34,6 +36,12 @@ uint64_t current_rss_bytes() { return status_kb("VmRSS:") * 1024; }
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+double thread_cpu_seconds() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 void drop_file_cache(int fd, uint64_t offset, uint64_t length) {

@@ -12,6 +12,8 @@ uint64_t peak_rss_bytes();
 uint64_t current_rss_bytes();
 // Monotonic seconds.
 double now_seconds();
+// CPU seconds the calling thread has used.
+double thread_cpu_seconds();
 // Drops [offset, offset + length) of fd's file from the page cache
 // (POSIX_FADV_DONTNEED), widened to 2 MiB boundaries: the kernel keeps a
 // cached folio (up to 2 MiB) that the range covers only in part, so an exact

@@ -178,7 +178,7 @@ void HttpServer::Impl::setup() {
   http.Get("/v1/colibri/stats", [this](const httplib::Request&, httplib::Response& res) {
     StatsFeed::Scratch scratch;
     res.set_header("Cache-Control", "no-cache");
-    res.set_content(dump(feed.snapshot(scratch)), "application/json");
+    res.set_content(feed.render(scratch), "application/json");
   });
   http.Get("/v1/colibri/stats/stream", [this](const httplib::Request& req, httplib::Response& res) {
     stats_stream(req, res);
@@ -234,7 +234,7 @@ void HttpServer::Impl::stats_stream(const httplib::Request& req, httplib::Respon
         // The first event at once, so a page draws the map as it opens.
         if (!*first) std::this_thread::sleep_for(milliseconds(interval_ms));
         *first = false;
-        const std::string event = "data: " + dump(feed.snapshot(*scratch)) + "\n\n";
+        const std::string event = "data: " + feed.render(*scratch) + "\n\n";
         return sink.write(event.data(), event.size());
       });
 }

@@ -325,7 +325,9 @@ void Scheduler::publish(double step_s, size_t n_tokens) {
   const std::vector<uint64_t>& usage = engine_.transformer().expert_usage();
   std::lock_guard<std::mutex> lock(mu_);
   // Same size every step: a copy into the buffer sized at construction.
+  const double c0 = now_seconds();
   std::copy(usage.begin(), usage.end(), usage_.begin());
+  stats_.usage_copy_s += now_seconds() - c0;
   ++stats_.steps;
   stats_.batch_tokens += n_tokens;
   stats_.busy_s += step_s;

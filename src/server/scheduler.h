@@ -47,6 +47,7 @@ struct SchedulerStats {
   uint64_t steps = 0;           // forward passes
   uint64_t batch_tokens = 0;    // tokens over all forward passes
   double busy_s = 0;            // time spent in forward passes
+  double usage_copy_s = 0;      // of which copying the expert usage counts for the stats feed
   double gen_tokens_per_s = 0;  // over the last few seconds
   ExpertStoreStats store;
 };

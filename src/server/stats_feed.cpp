@@ -52,6 +52,14 @@ int StatsFeed::parse_interval_ms(const std::string& value) {
   return ms;
 }
 
+std::string StatsFeed::render(Scratch& scratch) const {
+  const double cpu0 = thread_cpu_seconds();
+  std::string text = dump(snapshot(scratch));
+  ++snapshots_;
+  snapshot_cpu_ns_ += static_cast<uint64_t>(1e9 * (thread_cpu_seconds() - cpu0));
+  return text;
+}
+
 json StatsFeed::snapshot(Scratch& scratch) const {
   const ModelConfig& c = engine_.config();
   const SchedulerStats s = scheduler_.stats();
@@ -61,7 +69,9 @@ json StatsFeed::snapshot(Scratch& scratch) const {
   scratch.uses.resize(n_keys);
   scratch.experts.resize(n_keys);
   scheduler_.expert_usage(scratch.uses);
+  const double l0 = now_seconds();
   const bool per_expert = c.is_moe() && engine_.store().expert_counters(scratch.experts);
+  store_lock_ns_ += static_cast<uint64_t>(1e9 * (now_seconds() - l0));
 
   json layers = json::array();
   for (int l : moe_layers_) {
@@ -85,7 +95,7 @@ json StatsFeed::snapshot(Scratch& scratch) const {
                           {"where", std::move(where)}});
   }
   const ExpertStoreStats& st = s.store;
-  return json{
+  json out{
       {"object", "colibri.stats"},
       {"model", model_id_},
       {"uptime_s", now_seconds() - started_},
@@ -137,6 +147,12 @@ json StatsFeed::snapshot(Scratch& scratch) const {
         {"expected_hit_rate", plan.hit_rate},
         {"expected_disk_bytes_per_token", plan.disk_bytes_per_token}}},
       {"layers", std::move(layers)}};
+  // What rendering this one costs is in the next one's figures.
+  out["feed"] = json{{"snapshots", snapshots_.load()},
+                     {"snapshot_cpu_s", 1e-9 * static_cast<double>(snapshot_cpu_ns_.load())},
+                     {"store_lock_s", 1e-9 * static_cast<double>(store_lock_ns_.load())},
+                     {"usage_copy_s", s.usage_copy_s}};
+  return out;
 }
 
 }  // namespace colibri::server

@@ -10,6 +10,7 @@
 // an open page costs the decode loop one small copy per step.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ class StatsFeed {
     std::vector<ExpertCounters> experts;  // (n_layer, n_expert)
   };
   nlohmann::ordered_json snapshot(Scratch& scratch) const;
+  // The snapshot as JSON text, its cost counted under "feed".
+  std::string render(Scratch& scratch) const;
 
   // The query's interval ("" -> the default); throws ApiError (400) on
   // anything but an integer in [kStatsMinIntervalMs, kStatsMaxIntervalMs].
@@ -54,6 +57,11 @@ class StatsFeed {
   std::string model_id_;
   std::vector<int> moe_layers_;  // layers with routed experts
   double started_ = 0;
+  // What the feed itself costs (reported under "feed"): snapshots taken,
+  // the CPU time of the threads that took them, and the time spent in the
+  // store's counters call, which holds the lock the forward pass's expert
+  // acquires take (in nanoseconds).
+  mutable std::atomic<uint64_t> snapshots_{0}, snapshot_cpu_ns_{0}, store_lock_ns_{0};
 };
 
 }  // namespace colibri::server

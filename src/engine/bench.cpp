@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/sys.h"
 #include "base/thread_pool.h"
+#include "tensor/ops.h"
 
 namespace colibri {
 
@@ -24,45 +25,63 @@ double decode_bytes_per_token(const ModelConfig& c, const ModelWeights& w) {
   return b;
 }
 
-double probe_read_bandwidth(int n_threads, size_t bytes, int passes) {
+ReadProbe probe_read(int n_threads, size_t bytes, int passes) {
   CLB_CHECK(n_threads >= 1 && passes >= 1 && bytes >= (size_t{1} << 20),
             "bandwidth probe: needs a thread, a pass and at least 1 MiB (got %d, %d, %zu)", n_threads, passes,
             bytes);
-  const size_t n = bytes / sizeof(uint64_t);
+  // Whole 4 KiB blocks per thread, so every stream's blocks are 256-byte multiples.
+  constexpr size_t kBlock = 4096;
+  const size_t blocks_per_thread = bytes / kBlock / static_cast<size_t>(n_threads);
+  CLB_CHECK(blocks_per_thread >= kProbeStreams, "bandwidth probe: %zu bytes is too small for %d threads",
+            bytes, n_threads);
+  const size_t share = blocks_per_thread * kBlock, n = share * static_cast<size_t>(n_threads) / 8;
   AlignedBuffer<uint64_t> buf(n);
   ThreadPool pool(n_threads);
   pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
   });
   std::vector<uint64_t> sums(n_threads);
-  double best = 0;
-  for (int pass = 0; pass < passes; ++pass) {
+  // One pass: each thread reads its share, front to back in one stream, or
+  // as kProbeStreams sub-ranges a block of each in turn.
+  auto pass = [&](int streams) {
     const double t0 = now_seconds();
-    // One contiguous share per thread, read front to back with software
-    // prefetches 4 KiB (into L1) and 16 KiB (into L2) ahead, as the matrix
-    // kernels read weights: the probe is the fastest plain read this machine
-    // gives, not a pessimistic one.
-    const int64_t share = (static_cast<int64_t>(n) + n_threads - 1) / n_threads;
-    pool.parallel_for(static_cast<int64_t>(n), (share + 7) / 8 * 8, [&](int64_t b, int64_t e, int t) {
-      // Eight independent sums, so the loop waits on loads, not on one add chain.
-      uint64_t s[8] = {};
-      const uint64_t* p = buf.data();
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        __builtin_prefetch(p + i + 512);
-        __builtin_prefetch(p + i + 2048, 0, 2);
-        for (int k = 0; k < 8; ++k) s[k] += p[i + k];
+    pool.parallel_for(n_threads, 1, [&](int64_t t0_, int64_t t1_, int) {
+      for (int64_t t = t0_; t < t1_; ++t) {
+        const uint8_t* base = reinterpret_cast<const uint8_t*>(buf.data()) + static_cast<size_t>(t) * share;
+        uint64_t s = 0;
+        if (streams == 1) {
+          s = read_sum(base, share);
+        } else {
+          const size_t sub = share / kBlock / streams * kBlock;
+          for (size_t at = 0; at < sub; at += kBlock)
+            for (int k = 0; k < streams; ++k) s += read_sum(base + k * sub + at, kBlock);
+          s += read_sum(base + streams * sub, share - streams * sub);  // the remainder
+        }
+        sums[t] += s;
       }
-      for (; i < e; ++i) s[0] += p[i];
-      for (int k = 0; k < 8; ++k) sums[t] += s[k];
     });
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / (now_seconds() - t0));
-  }
+    return static_cast<double>(share * n_threads) / (now_seconds() - t0);
+  };
+  auto median_of = [&](int streams) {
+    std::vector<double> r;
+    for (int i = 0; i < passes; ++i) r.push_back(pass(streams));
+    std::sort(r.begin(), r.end());
+    return r[r.size() / 2];
+  };
+  ReadProbe p;
+  p.one_stream = median_of(1);
+  p.streams = median_of(kProbeStreams);
+  p.bytes_per_s = std::max(p.one_stream, p.streams);
   // Each pass adds sum(0..n-1) in total: using the sums keeps the reads from
-  // being optimised away, and checks that every element was read.
+  // being optimised away, and checks that every word was read.
   const uint64_t per_pass = static_cast<uint64_t>(n) * (n - 1) / 2;
-  CLB_ASSERT(std::accumulate(sums.begin(), sums.end(), uint64_t{0}) == per_pass * static_cast<uint64_t>(passes));
-  return best;
+  CLB_ASSERT(std::accumulate(sums.begin(), sums.end(), uint64_t{0}) ==
+             per_pass * static_cast<uint64_t>(2 * passes));
+  return p;
+}
+
+double probe_read_bandwidth(int n_threads, size_t bytes, int passes) {
+  return probe_read(n_threads, bytes, passes).bytes_per_s;
 }
 
 }  // namespace colibri

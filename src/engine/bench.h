@@ -14,9 +14,21 @@ namespace colibri {
 // each MoE layer (the count `colibri inspect` prints).
 double decode_bytes_per_token(const ModelConfig& c, const ModelWeights& w);
 
-// Streaming read bandwidth in bytes/s: n_threads threads sum their slices of
-// a buffer of `bytes` bytes (touched first, so no page faults are timed);
-// the best of `passes`. The buffer should be several times the last-level cache.
-double probe_read_bandwidth(int n_threads, size_t bytes, int passes = 5);
+// Streaming read bandwidth in bytes/s, the roofline decode is measured
+// against: n_threads threads sum their contiguous shares of a buffer of
+// `bytes` bytes (written first, so no page faults are timed) with the
+// widest loads the CPU has (tensor/ops.h read_sum: four independent 512-bit
+// sums on AVX-512), each share read as one stream and as `kProbeStreams`
+// interleaved streams; the median of `passes` passes of each way, the faster
+// of the two. The buffer should be several times the last-level cache.
+// bench/RESULTS.md compares it with likwid-bench's load_avx512.
+constexpr int kProbeStreams = 4;
+struct ReadProbe {
+  double bytes_per_s = 0;      // the faster median
+  double one_stream = 0;       // median, one stream per thread
+  double streams = 0;          // median, kProbeStreams streams per thread
+};
+ReadProbe probe_read(int n_threads, size_t bytes, int passes = 7);
+double probe_read_bandwidth(int n_threads, size_t bytes, int passes = 7);
 
 }  // namespace colibri

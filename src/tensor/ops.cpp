@@ -196,6 +196,11 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
 
 void silu_mul(const float* g, const float* u, float* y, int64_t n) { active_kernel_table().silu_mul(g, u, y, n); }
 
+uint64_t read_sum(const void* p, size_t bytes) {
+  CLB_ASSERT(bytes % 256 == 0);
+  return active_kernel_table().read_sum(p, bytes);
+}
+
 void swiglu_clamped(const float* g, const float* u, float* y, int64_t n) { ref::swiglu_clamped(g, u, y, n); }
 
 void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,

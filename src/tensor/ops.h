@@ -88,6 +88,10 @@ void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos
 // y[i] = silu(g[i]) * u[i] (y may be g or u): the gated FFN's activation.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
 
+// The 64-bit words of [p, p + bytes) summed, bytes a multiple of 256: the
+// active ISA's fastest read of memory (the bandwidth probe's loop).
+uint64_t read_sum(const void* p, size_t bytes);
+
 // GPT-OSS's clamped SwiGLU (y may be g or u): with x = min(g, 7),
 // y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1). Scalar: it runs on the k
 // experts' F values a token, next to products over F x n_embd weights.

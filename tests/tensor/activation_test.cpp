@@ -56,5 +56,25 @@ TEST(SiluMul, EveryIsaMatchesF64Oracle) {
   }
 }
 
+// The bandwidth probe's read: every ISA's sum of 64-bit words equals a plain
+// loop's (wrapping), on lengths that end inside and at its unrolled step and
+// on an unaligned start.
+TEST(ReadSum, EveryIsaMatchesAPlainSum) {
+  std::mt19937_64 rng(9);
+  std::vector<uint64_t> words(4096 + 8);
+  for (uint64_t& w : words) w = rng();
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa)) continue;
+    const ReadSumFn f = kernel_table(isa).read_sum;
+    ASSERT_NE(f, nullptr) << isa_name(isa);
+    for (size_t bytes : {size_t{256}, size_t{512}, size_t{768}, size_t{4096}, size_t{32768}})
+      for (size_t start : {size_t{0}, size_t{1}}) {
+        uint64_t want = 0;
+        for (size_t i = 0; i < bytes / 8; ++i) want += words[start + i];
+        EXPECT_EQ(f(words.data() + start, bytes), want) << isa_name(isa) << " " << bytes << " bytes";
+      }
+  }
+}
+
 }  // namespace
 }  // namespace colibri

@@ -53,6 +53,11 @@ using AttendBatchKvFn = void (*)(const float* q, size_t q_stride, int n_q, const
 // activation. y may be g or u. Each y[i] depends on g[i] and u[i] alone, not
 // on n or i (batches are cut differently under different budgets).
 using SiluMulFn = void (*)(const float* g, const float* u, float* y, int64_t n);
+// The 64-bit words of [p, p + bytes) summed (wrapping), bytes a multiple of
+// 256: the fastest way the ISA reads memory (the widest loads, independent
+// sums, no stores). The bandwidth probe that percentages of the roofline
+// are measured against (engine/bench.h).
+using ReadSumFn = uint64_t (*)(const void* p, size_t bytes);
 
 // Weights packed in groups of kPackRows rows (kernels/ref/packed.cpp gives
 // the layout per type). PackGroupFn writes one group from `rows` (<= 16)
@@ -91,6 +96,7 @@ struct KernelTable {
   AttendKvFn<uint16_t> attend_f16 = nullptr;
   AttendBatchKvFn<uint16_t> attend_batch_f16 = nullptr;
   SiluMulFn silu_mul = nullptr;
+  ReadSumFn read_sum = nullptr;
 };
 
 // Per weight type, independent of the ISA.

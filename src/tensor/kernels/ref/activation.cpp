@@ -1,4 +1,4 @@
-// Scalar activations.
+// Scalar activations, and the plain memory read the bandwidth probe uses.
 #include <algorithm>
 #include <cmath>
 
@@ -17,6 +17,17 @@ void swiglu_clamped(const float* g, const float* u, float* y, int64_t n) {
     const float v = std::clamp(u[i], -kLimit, kLimit);
     y[i] = x / (1.0f + std::exp(-kAlpha * x)) * (v + 1.0f);
   }
+}
+
+uint64_t read_sum(const void* p, size_t bytes) {
+  // Eight independent sums, so the loop waits on loads, not on one add chain.
+  const auto* w = static_cast<const uint64_t*>(p);
+  uint64_t s[8] = {};
+  for (size_t i = 0; i + 8 <= bytes / 8; i += 8)
+    for (int k = 0; k < 8; ++k) s[k] += w[i + k];
+  uint64_t total = 0;
+  for (uint64_t x : s) total += x;
+  return total;
 }
 
 }  // namespace colibri::ref

@@ -78,6 +78,7 @@ void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
 // GPT-OSS's SwiGLU: x = min(g, 7), y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1).
 void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
+uint64_t read_sum(const void* p, size_t bytes);
 
 // kernel_table.h's AttendKvFn and AttendBatchKvFn, for KV = float and
 // uint16_t (F16 bits): llama2.c's loops, the softmax sum in double.

@@ -80,8 +80,30 @@ using Mxfp4Avx2Family = PreparedFamily<Nibble4Avx2<Mxfp4Weights>, 4, 2>;
 
 }  // namespace
 
+namespace {
+
+// Four 256-bit sums, 128 bytes a step.
+uint64_t read_sum_256(const void* p, size_t bytes) {
+  const auto* v = static_cast<const __m256i*>(p);
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  const size_t n = bytes / 32;
+  for (size_t i = 0; i + 4 <= n; i += 4) {
+    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(v + i));
+    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(v + i + 1));
+    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(v + i + 2));
+    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(v + i + 3));
+  }
+  const __m256i a = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+}  // namespace
+
 void add_avx2_kernels(KernelTable& t) {
   add_common_x86_kernels(t);
+  t.read_sum = read_sum_256;
   t.dot[slot(DType::Q4_0)] = Q4_0Avx2Family::dot;
   t.tile[slot(DType::Q4_0)] = Q4_0Avx2Family::tile;
   t.dot[slot(DType::MXFP4)] = Mxfp4Avx2Family::dot;

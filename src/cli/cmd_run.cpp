@@ -24,6 +24,7 @@ struct RunArgs {
   bool verbose = false;
   bool greedy = false;
   std::string routing_out;  // routing log path, or empty
+  bool timeline = false;    // print where the first forward step's time went
 };
 
 void print_routing(const Engine& e, int32_t token, const RoutingTrace& t) {
@@ -67,6 +68,8 @@ int run(RunArgs& a) {
   // The dense weights load while the prompt is evaluated; the prompt is
   // echoed with the first token, once the progress line has gone.
   LoadProgress loading(engine.store(), progress_style(stderr, a.quiet));
+  StepTimeline timeline;
+  if (a.timeline) engine.transformer().set_timeline(&timeline);
   bool echoed = false;
   GenerateResult r = generate(engine, a.prompt, a.gen, [&](const GenerateStep& s) {
     if (!echoed) {
@@ -90,6 +93,8 @@ int run(RunArgs& a) {
   if (routing_log && std::fclose(routing_log.release()) != 0)
     fail("writing routing log '%s': %s", a.routing_out.c_str(), std::strerror(errno));
   std::fprintf(stderr, "load %.2f s, first token %.2f s after start\n", load_s, first_token_s);
+  if (a.timeline && timeline.n_tokens > 0)
+    std::fprintf(stderr, "first step (times from the start):\n%s", timeline.format(t_start).c_str());
   std::fprintf(stderr, "%s\n", format_summary(r, engine.stats()).c_str());
   return 0;
 }
@@ -116,6 +121,9 @@ Runner add_run(CLI::App& app) {
   c->add_flag("-q,--quiet", a->quiet, "no progress on stderr");
   c->add_flag("-v,--verbose", a->verbose,
               "print, per generated token, the experts each layer routed to and their weights");
+  c->add_flag("--timeline", a->timeline,
+              "print where the first forward step's time went: per layer, waits for dense weights and "
+              "experts, compute");
   return [a] { return run(*a); };
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/sys.h"
 #include "model/linear.h"
 #include "model/rope.h"
 
@@ -139,7 +140,17 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   const int n = static_cast<int>(batch.size());
   CLB_ASSERT(n >= 1 && n <= max_batch_);
   const int E = cfg_.n_embd;
+  StepTimeline* tl = timeline_;
+  timeline_ = nullptr;  // one step only
+  double w0 = 0;
+  if (tl) {
+    *tl = StepTimeline{};
+    tl->begin = w0 = now_seconds();
+    tl->n_tokens = n;
+    tl->layers.resize(cfg_.n_layer);
+  }
   store_.wait_dense(0);  // the embeddings
+  if (tl) tl->embed_wait = now_seconds() - w0;
   for (int t = 0; t < n; ++t) {
     const BatchToken& b = batch[t];
     CLB_CHECK(b.token >= 0 && b.token < cfg_.n_vocab, "token id %d is outside the vocabulary (%d)",
@@ -167,7 +178,10 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   for (int l = 0; l < cfg_.n_layer; ++l) {
     // This layer's dense weights, and the next layer's router the guess
     // below reads (a first prompt may start while they still load).
+    StepTimeline::Layer* lt = tl ? &tl->layers[l] : nullptr;
+    if (lt) lt->begin = now_seconds();
     store_.wait_dense(l + 2);
+    if (lt) lt->dense_wait = now_seconds() - lt->begin;
     const LayerWeights& L = w_.layers[l];
     for (int t = 0; t < n; ++t)
       rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.attn_norm.data), E,
@@ -189,16 +203,27 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
       store_.prefetch_predicted(l + 1, guess);
     }
 
+    double io0 = 0;
+    if (lt) {
+      lt->ffn_begin = now_seconds();
+      io0 = store_.stats().io_wait_s;
+    }
     for (int t = 0; t < n; ++t)
       rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.ffn_norm.data), E,
                h_.data() + t * E);
     ffn_block(l, n, trace);
     for (int t = 0; t < n; ++t)
       for (int i = 0; i < E; ++i) x_[t * E + i] += out_[t * E + i];
+    if (lt) {
+      lt->expert_wait = store_.stats().io_wait_s - io0;
+      lt->end = now_seconds();
+    }
   }
 
   // Final norm and the output projection, for the tokens that want logits.
+  if (tl) tl->output_begin = now_seconds();
   store_.wait_dense(cfg_.n_layer + 1);
+  if (tl) tl->output_wait = now_seconds() - tl->output_begin;
   int m = 0;
   for (int t = 0; t < n; ++t) {
     if (!batch[t].logits) continue;
@@ -208,6 +233,26 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   }
   prefetch_next(&w_.layers[0].wq);  // the next step's first weights
   if (m > 0) linear(w_.output, h_.data(), E, m, logits, cfg_.n_vocab);
+  if (tl) tl->end = now_seconds();
+}
+
+std::string StepTimeline::format(double t0) const {
+  std::string s = strprintf("forward step of %d token(s) from %.3f s to %.3f s (%.3f s)\n", n_tokens,
+                            begin - t0, end - t0, end - begin);
+  s += strprintf("  embeddings: waited %.3f s for them to load\n", embed_wait);
+  s += "  layer   begins   dense wait   attention   FFN   of which expert wait\n";
+  double dense = embed_wait + output_wait, experts = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const Layer& x = layers[l];
+    s += strprintf("  %5zu %8.3f %12.3f %11.3f %7.3f %12.3f\n", l, x.begin - t0, x.dense_wait,
+                   x.ffn_begin - x.begin - x.dense_wait, x.end - x.ffn_begin, x.expert_wait);
+    dense += x.dense_wait;
+    experts += x.expert_wait;
+  }
+  s += strprintf("  output: waited %.3f s, done at %.3f s\n", output_wait, end - t0);
+  s += strprintf("  in all: %.3f s waiting for dense weights, %.3f s for experts, %.3f s computing\n", dense,
+                 experts, end - begin - dense - experts);
+  return s;
 }
 
 void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,

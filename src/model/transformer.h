@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -50,6 +51,24 @@ struct RoutingTrace {
   }
 };
 
+// Where a forward step's time went, layer by layer (Transformer::
+// set_timeline): seconds of now_seconds(), waits as durations. For the first
+// token's timeline (`colibri run --timeline`); nothing is timed when unset.
+struct StepTimeline {
+  struct Layer {
+    double begin = 0;        // the layer starts (before waiting for its dense weights)
+    double dense_wait = 0;   // waiting for its dense weights to load
+    double ffn_begin = 0;    // attention done, the FFN (routing, experts) starts
+    double expert_wait = 0;  // waiting for expert loads (the store's io wait)
+    double end = 0;
+  };
+  double begin = 0, embed_wait = 0, output_begin = 0, output_wait = 0, end = 0;
+  int n_tokens = 0;
+  std::vector<Layer> layers;
+  // One line per layer and a summary, times from t0.
+  std::string format(double t0) const;
+};
+
 class Transformer {
  public:
   Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertStore& store, ThreadPool& pool,
@@ -64,6 +83,8 @@ class Transformer {
   Precision precision() const { return precision_; }
   // Routed-token counts per (layer, expert) since construction.
   const std::vector<uint64_t>& expert_usage() const { return usage_; }
+  // The next forward step records its timeline in *t (null: none).
+  void set_timeline(StepTimeline* t) { timeline_ = t; }
 
  private:
   // attention.cpp: the block, by the family's attention kind.
@@ -107,6 +128,7 @@ class Transformer {
   void linear_many(std::span<const LinearOut> outs, const float* x, size_t x_stride, int n);
   void rms_norm(const float* x, const float* weight, int dim, float* out) const;
 
+  StepTimeline* timeline_ = nullptr;
   const ModelConfig& cfg_;
   const ModelWeights& w_;
   ExpertStore& store_;

@@ -58,11 +58,13 @@ int bench(BenchArgs& a) {
   // The roofline: the probe, or what the user measured (likwid-bench).
   const double probe = a.roofline_gb_s > 0 ? a.roofline_gb_s * 1e9 : rp.bytes_per_s;
   const char* roof_src = a.roofline_gb_s > 0 ? "--roofline-gb-s" : "probe";
+  const double int8_peak = probe_int8_peak(threads);
 
   a.engine.n_ctx = std::max(a.engine.n_ctx, a.n_prompt + a.n_gen + 1);
   Engine e(a.engine);
   const ModelConfig& c = e.config();
   const double per_tok = decode_bytes_per_token(c, e.weights());
+  const double macs_per_tok = prompt_macs_per_token(c, e.weights());
   std::vector<int32_t> prompt(a.n_prompt);
   uint64_t x = a.seed;
   for (int32_t& t : prompt) {  // random ids from the vocabulary, fixed by the seed
@@ -113,6 +115,9 @@ int bench(BenchArgs& a) {
   j["roofline_gb_s"] = probe / 1e9;
   j["roofline_source"] = roof_src;
   j["roofline_tok_s"] = probe / per_tok;
+  j["int8_peak_gmac_s"] = int8_peak / 1e9;
+  j["prompt_macs_per_token"] = macs_per_tok;
+  j["prompt_pct_of_int8_peak"] = 100.0 * sp.median * macs_per_tok / int8_peak;
   j["pct_of_roofline"] = 100.0 * achieved / probe;
   j["load_s"] = st.load_s;
   j["peak_rss_bytes"] = st.peak_rss;
@@ -146,6 +151,10 @@ int bench(BenchArgs& a) {
               roof_src, probe / 1e9, probe / per_tok);
   std::printf("generation at %.1f%% of roofline (%.2f GB/s, %s)\n", 100.0 * achieved / probe, probe / 1e9,
               roof_src);
+  std::printf("prompt: %.2f G multiply-accumulates a token, %.1f GMAC/s, %.1f%% of the int8 peak "
+              "(%s, %d threads: %.1f GMAC/s)\n",
+              macs_per_tok / 1e9, sp.median * macs_per_tok / 1e9, 100.0 * sp.median * macs_per_tok / int8_peak,
+              isa_name(active_isa()), threads, int8_peak / 1e9);
   std::printf("expert store %s: %llu requests, hit rate %.1f%%, %.1f MiB read, io wait %.3f s\n", e.store().name(),
               static_cast<unsigned long long>(st.store.requests),
               st.store.requests ? 100.0 * double(st.store.hits) / double(st.store.requests) : 100.0,

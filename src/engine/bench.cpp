@@ -80,6 +80,41 @@ ReadProbe probe_read(int n_threads, size_t bytes, int passes) {
   return p;
 }
 
+double probe_int8_peak(int n_threads, int passes) {
+  CLB_CHECK(n_threads >= 1 && passes >= 1, "int8 peak: needs a thread and a pass");
+  ThreadPool pool(n_threads);
+  constexpr int64_t kRounds = 20'000'000;
+  std::vector<int32_t> sinks(n_threads);
+  std::vector<double> r;
+  for (int p = 0; p < passes; ++p) {
+    std::vector<uint64_t> macs(n_threads);
+    const double t0 = now_seconds();
+    pool.parallel_for(n_threads, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) macs[t] = int8_peak(kRounds, &sinks[t]);
+    });
+    const double dt = now_seconds() - t0;
+    r.push_back(static_cast<double>(std::accumulate(macs.begin(), macs.end(), uint64_t{0})) / dt);
+  }
+  std::sort(r.begin(), r.end());
+  return r[r.size() / 2];
+}
+
+double prompt_macs_per_token(const ModelConfig& c, const ModelWeights& w) {
+  double macs = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    w.layers[l].for_each([&](const TensorView& v) {
+      if (v.data && v.ne[1] > 1) macs += static_cast<double>(v.ne[0]) * v.ne[1] * v.ne[2];
+    });
+    const ExpertTensors& x = w.experts[l];
+    if (x.gate_exps.data)
+      macs += static_cast<double>(c.n_expert_used) *
+              (static_cast<double>(x.gate_exps.ne[0]) * x.gate_exps.ne[1] +
+               static_cast<double>(x.up_exps.ne[0]) * x.up_exps.ne[1] +
+               static_cast<double>(x.down_exps.ne[0]) * x.down_exps.ne[1]);
+  }
+  return macs;
+}
+
 double probe_read_bandwidth(int n_threads, size_t bytes, int passes) {
   return probe_read(n_threads, bytes, passes).bytes_per_s;
 }

@@ -29,6 +29,17 @@ struct ReadProbe {
   double streams = 0;          // median, kProbeStreams streams per thread
 };
 ReadProbe probe_read(int n_threads, size_t bytes, int passes = 7);
+
+// The machine's int8 multiply-accumulate peak in MAC/s on n_threads threads
+// (tensor/ops.h int8_peak: independent vpdpbusd chains on AVX-512 VNNI), the
+// median of `passes`: what prompt speed is measured against.
+double probe_int8_peak(int n_threads, int passes = 5);
+
+// Multiply-accumulates of weights one prompt token costs: every dense
+// matrix of every layer (attention, routers, shared experts, dense FFNs)
+// and n_expert_used experts per MoE layer; not the output matrix (a prompt
+// needs it for its last token only) nor attention over the context.
+double prompt_macs_per_token(const ModelConfig& c, const ModelWeights& w);
 double probe_read_bandwidth(int n_threads, size_t bytes, int passes = 7);
 
 }  // namespace colibri

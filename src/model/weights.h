@@ -66,6 +66,10 @@ struct LayerWeights {
                           &shexp_gate, &shexp_up, &shexp_down, &shexp_gate_inp})
       f(*v);
   }
+  template <typename F>
+  void for_each(F&& f) const {
+    const_cast<LayerWeights*>(this)->for_each([&](TensorView& v) { f(static_cast<const TensorView&>(v)); });
+  }
 };
 
 struct ModelWeights {

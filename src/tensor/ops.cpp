@@ -196,6 +196,8 @@ void matmul_rows(const TensorView& w, Precision p, const void* xq, size_t xq_str
 
 void silu_mul(const float* g, const float* u, float* y, int64_t n) { active_kernel_table().silu_mul(g, u, y, n); }
 
+uint64_t int8_peak(int64_t rounds, int32_t* sink) { return active_kernel_table().int8_peak(rounds, sink); }
+
 uint64_t read_sum(const void* p, size_t bytes) {
   CLB_ASSERT(bytes % 256 == 0);
   return active_kernel_table().read_sum(p, bytes);

@@ -92,6 +92,10 @@ void silu_mul(const float* g, const float* u, float* y, int64_t n);
 // active ISA's fastest read of memory (the bandwidth probe's loop).
 uint64_t read_sum(const void* p, size_t bytes);
 
+// `rounds` rounds of independent int8 multiply-accumulate chains with the
+// active ISA's widest int8 product; returns the multiply-accumulates done.
+uint64_t int8_peak(int64_t rounds, int32_t* sink);
+
 // GPT-OSS's clamped SwiGLU (y may be g or u): with x = min(g, 7),
 // y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1). Scalar: it runs on the k
 // experts' F values a token, next to products over F x n_embd weights.

@@ -58,6 +58,11 @@ using SiluMulFn = void (*)(const float* g, const float* u, float* y, int64_t n);
 // sums, no stores). The bandwidth probe that percentages of the roofline
 // are measured against (engine/bench.h).
 using ReadSumFn = uint64_t (*)(const void* p, size_t bytes);
+// The int8 peak: `rounds` rounds of independent u8 x s8 multiply-accumulate
+// chains with the ISA's widest int8 product instruction (vpdpbusd on zmm
+// with AVX-512 VNNI), and no loads; returns the multiply-accumulates done
+// (the result is kept so the work is not optimised away: *sink gets it).
+using Int8PeakFn = uint64_t (*)(int64_t rounds, int32_t* sink);
 
 // Weights packed in groups of kPackRows rows (kernels/ref/packed.cpp gives
 // the layout per type). PackGroupFn writes one group from `rows` (<= 16)
@@ -97,6 +102,7 @@ struct KernelTable {
   AttendBatchKvFn<uint16_t> attend_batch_f16 = nullptr;
   SiluMulFn silu_mul = nullptr;
   ReadSumFn read_sum = nullptr;
+  Int8PeakFn int8_peak = nullptr;
 };
 
 // Per weight type, independent of the ISA.

@@ -30,4 +30,16 @@ uint64_t read_sum(const void* p, size_t bytes) {
   return total;
 }
 
+uint64_t int8_peak(int64_t rounds, int32_t* sink) {
+  int32_t acc[8] = {};
+  uint8_t u = 3;
+  int8_t w = -5;
+  for (int64_t r = 0; r < rounds; ++r)
+    for (int k = 0; k < 8; ++k) acc[k] += static_cast<int32_t>(u) * w + k;
+  int32_t total = 0;
+  for (int32_t a : acc) total += a;
+  *sink = total;
+  return static_cast<uint64_t>(rounds) * 8;
+}
+
 }  // namespace colibri::ref

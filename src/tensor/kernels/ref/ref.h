@@ -79,6 +79,7 @@ void silu_mul(const float* g, const float* u, float* y, int64_t n);
 // GPT-OSS's SwiGLU: x = min(g, 7), y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1).
 void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
 uint64_t read_sum(const void* p, size_t bytes);
+uint64_t int8_peak(int64_t rounds, int32_t* sink);
 
 // kernel_table.h's AttendKvFn and AttendBatchKvFn, for KV = float and
 // uint16_t (F16 bits): llama2.c's loops, the softmax sum in double.

@@ -69,6 +69,7 @@ struct Tables {
     ref.attend_batch_f16 = ref::attend_batch<uint16_t>;
     ref.silu_mul = ref::silu_mul;
     ref.read_sum = ref::read_sum;
+    ref.int8_peak = ref::int8_peak;
   }
 };
 

@@ -99,11 +99,32 @@ uint64_t read_sum_256(const void* p, size_t bytes) {
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
+// Twelve independent chains of the int8 product on ymm (vpmaddubsw +
+// vpmaddwd + vpaddd here, vpdpbusd where x86_common.h has VNNI): 32
+// multiply-accumulates each.
+uint64_t int8_peak_256(int64_t rounds, int32_t* sink) {
+  constexpr int kChains = 12;
+  __m256i acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_epi32(k);
+  const __m256i u = _mm256_set1_epi8(3), w = _mm256_set1_epi8(-5);
+  for (int64_t r = 0; r < rounds; ++r)
+    for (int k = 0; k < kChains; ++k) acc[k] = dot_u8s8(acc[k], u, w);
+  __m256i total = acc[0];
+  for (int k = 1; k < kChains; ++k) total = _mm256_add_epi32(total, acc[k]);
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), total);
+  int32_t s = 0;
+  for (int32_t x : lanes) s += x;
+  *sink = s;
+  return static_cast<uint64_t>(rounds) * kChains * 32;
+}
+
 }  // namespace
 
 void add_avx2_kernels(KernelTable& t) {
   add_common_x86_kernels(t);
   t.read_sum = read_sum_256;
+  t.int8_peak = int8_peak_256;
   t.dot[slot(DType::Q4_0)] = Q4_0Avx2Family::dot;
   t.tile[slot(DType::Q4_0)] = Q4_0Avx2Family::tile;
   t.dot[slot(DType::MXFP4)] = Mxfp4Avx2Family::dot;

@@ -583,6 +583,21 @@ uint64_t read_sum_512(const void* p, size_t bytes) {
       _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
 }
 
+// Twelve independent vpdpbusd chains on zmm (64 multiply-accumulates each):
+// enough in flight to cover the instruction's latency on two ports.
+uint64_t int8_peak_512(int64_t rounds, int32_t* sink) {
+  constexpr int kChains = 12;
+  __m512i acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(k);
+  const __m512i u = _mm512_set1_epi8(3), w = _mm512_set1_epi8(-5);
+  for (int64_t r = 0; r < rounds; ++r)
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], u, w);
+  __m512i total = acc[0];
+  for (int k = 1; k < kChains; ++k) total = _mm512_add_epi32(total, acc[k]);
+  *sink = _mm512_reduce_add_epi32(total);
+  return static_cast<uint64_t>(rounds) * kChains * 64;
+}
+
 template <typename K>
 void add_tile_family(KernelTable& t, DType type) {
   t.dot[slot(type)] = TileFamily<K>::dot;
@@ -594,6 +609,7 @@ void add_tile_family(KernelTable& t, DType type) {
 void add_avx512_kernels(KernelTable& t) {
   add_common_x86_kernels(t);
   t.read_sum = read_sum_512;
+  t.int8_peak = int8_peak_512;
   t.dot[slot(DType::F32)] = dot_f32_512;
   t.dot[slot(DType::F16)] = dot_f16_512;
   t.dot[slot(DType::BF16)] = dot_bf16_512;

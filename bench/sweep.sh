@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Decode speed against the memory limit: bench/stream.sh at each limit (cold
+# start, cgroup v1), one line per limit with the speed, the disk traffic and
+# the streaming bound (what the disk allows at that traffic), then the disk's
+# own speed from fio (random 2 MiB O_DIRECT reads of the model file, depth 32).
+#
+#   bench/sweep.sh MODEL.gguf "2G 3G 4G 6G 8G" [colibri run flags...]
+#   bench/sweep.sh olmoe-q4_0.gguf "1536M 2G 3G 4G 5G" -n 128 --temp 1 -s 1 -t 2 --no-history
+set -euo pipefail
+model=$1 limits=$2
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+disk_gb_s=$(fio --name=sweep --filename="$model" --readonly --direct=1 --rw=randread --bs=2M \
+  --iodepth=32 --ioengine=libaio --runtime=8 --time_based --output-format=terse 2>/dev/null |
+  awk -F';' '{printf "%.2f", $7 * 1024 / 1e9}')
+echo "disk (fio, random 2 MiB O_DIRECT reads, depth 32): $disk_gb_s GB/s"
+printf '| limit | tok/s | first token | hit %% | MB/token from disk | disk GB/s in run | streaming bound tok/s | cache slots | peak usage |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
+for lim in $limits; do
+  out=$(bash "$here/stream.sh" "$model" "$lim" "$@" 2>&1 || true)
+  tps=$(grep -o 'generation [0-9]* tok, [0-9.]* tok/s' <<<"$out" | awk '{print $4}' || true)
+  first=$(grep -o 'first token [0-9.]* s' <<<"$out" | awk '{print $3}' || true)
+  hit=$(grep -o 'hit [0-9.]*%' <<<"$out" | head -1 | tr -dc '0-9.' || true)
+  mbt=$(grep -o '[0-9.]* MB/token' <<<"$out" | awk '{print $1}' || true)
+  run_gb_s=$(grep -o 'at [0-9.]* GB/s' <<<"$out" | awk '{print $2}' || true)
+  slots=$(grep -o 'cache slots [0-9]* of [0-9]*' <<<"$out" | awk '{print $3 "/" $5}' || true)
+  usage=$(grep -o 'max_usage [^ ]*' <<<"$out" | awk '{print $2}' || true)
+  bound=$(awk -v d="$disk_gb_s" -v m="${mbt:-0}" 'BEGIN { if (m > 0) printf "%.1f", d * 1000 / m; else print "-" }')
+  echo "| $lim | ${tps:-?} | ${first:-?} s | ${hit:-100} | ${mbt:-0} | ${run_gb_s:--} | $bound | ${slots:--} | ${usage:-?} |"
+done

@@ -31,14 +31,15 @@ uint64_t read_sum(const void* p, size_t bytes) {
 }
 
 uint64_t int8_peak(int64_t rounds, int32_t* sink) {
-  int32_t acc[8] = {};
+  // Unsigned, so long runs wrap instead of overflowing a signed sum.
+  uint32_t acc[8] = {};
   uint8_t u = 3;
   int8_t w = -5;
   for (int64_t r = 0; r < rounds; ++r)
-    for (int k = 0; k < 8; ++k) acc[k] += static_cast<int32_t>(u) * w + k;
-  int32_t total = 0;
-  for (int32_t a : acc) total += a;
-  *sink = total;
+    for (int k = 0; k < 8; ++k) acc[k] += static_cast<uint32_t>(static_cast<int32_t>(u) * w + k);
+  uint32_t total = 0;
+  for (uint32_t a : acc) total += a;
+  *sink = static_cast<int32_t>(total);
   return static_cast<uint64_t>(rounds) * 8;
 }
 

@@ -111,11 +111,11 @@ uint64_t int8_peak_256(int64_t rounds, int32_t* sink) {
     for (int k = 0; k < kChains; ++k) acc[k] = dot_u8s8(acc[k], u, w);
   __m256i total = acc[0];
   for (int k = 1; k < kChains; ++k) total = _mm256_add_epi32(total, acc[k]);
-  alignas(32) int32_t lanes[8];
+  alignas(32) uint32_t lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), total);
-  int32_t s = 0;
-  for (int32_t x : lanes) s += x;
-  *sink = s;
+  uint32_t s = 0;  // wraps by design: the sum only keeps the chains live
+  for (uint32_t x : lanes) s += x;
+  *sink = static_cast<int32_t>(s);
   return static_cast<uint64_t>(rounds) * kChains * 32;
 }
 

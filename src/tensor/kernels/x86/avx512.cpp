@@ -579,8 +579,13 @@ uint64_t read_sum_512(const void* p, size_t bytes) {
     a2 = _mm512_add_epi64(a2, _mm512_loadu_si512(v + i + 2));
     a3 = _mm512_add_epi64(a3, _mm512_loadu_si512(v + i + 3));
   }
-  return static_cast<uint64_t>(
-      _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+  // Lanes summed as unsigned: the sum wraps by design, and the intrinsic's
+  // reduction adds signed 64-bit scalars, which may overflow.
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  uint64_t s = 0;
+  for (uint64_t x : lanes) s += x;
+  return s;
 }
 
 // Twelve independent vpdpbusd chains on zmm (64 multiply-accumulates each):
@@ -594,7 +599,11 @@ uint64_t int8_peak_512(int64_t rounds, int32_t* sink) {
     for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], u, w);
   __m512i total = acc[0];
   for (int k = 1; k < kChains; ++k) total = _mm512_add_epi32(total, acc[k]);
-  *sink = _mm512_reduce_add_epi32(total);
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, total);
+  uint32_t s = 0;  // wraps by design: the sum only keeps the chains live
+  for (uint32_t x : lanes) s += x;
+  *sink = static_cast<int32_t>(s);
   return static_cast<uint64_t>(rounds) * kChains * 64;
 }
 

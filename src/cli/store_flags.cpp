@@ -32,6 +32,9 @@ void add_store_flags(CLI::App* app, ExpertStoreOptions* o) {
   app->add_option("--io-depth", o->io_depth, "reads in flight (pread: threads, at most 16)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  app->add_flag("--warm,!--no-warm", o->warm,
+                "when every expert fits the budget, read them all in the background at start")
+      ->capture_default_str();
   app->add_option("--history-dir", o->history_dir,
                   "where routing counts are kept (default $XDG_CACHE_HOME/colibri or ~/.cache/colibri)");
   app->add_flag("--no-history", o->no_history, "neither read nor write routing counts");

@@ -119,6 +119,12 @@ std::string format_summary(const GenerateResult& r, const EngineStats& s) {
                      x.read_busy_s > 0 ? x.bytes_read / x.read_busy_s / 1e9 : 0.0, x.io_wait_s);
     if (x.pred_acquires > 0)
       out += strprintf(", prefetch recall %.1f%%", 100.0 * x.pred_hits / x.pred_acquires);
+    if (x.warm_loads > 0)
+      out += x.warm_done_s > 0
+                 ? strprintf(", warm-up read %llu experts in %.2f s", static_cast<unsigned long long>(x.warm_loads),
+                             x.warm_done_s)
+                 : strprintf(", warm-up read %llu experts (still reading)",
+                             static_cast<unsigned long long>(x.warm_loads));
     if (x.slots_given_back > 0)
       out += strprintf(", cache slots %d of %d (the rest given to the KV cache)", x.cache_slots,
                        x.cache_slots_start);

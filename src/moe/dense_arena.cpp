@@ -353,6 +353,11 @@ void DenseArena::wait(int stage) const {
   CLB_CHECK(L->error.empty(), "%s", L->error.c_str());
 }
 
+bool DenseArena::placed() const {
+  const Loader* L = loader_.get();
+  return !L || L->ready_fast.load(std::memory_order_acquire) >= L->n_stages - 1;
+}
+
 void DenseArena::progress(uint64_t* done, uint64_t* total) const {
   const Loader* L = loader_.get();
   *total = L ? L->total_read : 0;

@@ -61,6 +61,9 @@ class DenseArena {
   // all of them). Throws Error if a read failed (short read, I/O error).
   // Thread-safe.
   void wait(int stage) const;
+  // Whether every stage is in place (wait() would return at once); never
+  // blocks. Thread-safe.
+  bool placed() const;
   // Bytes read so far and in all, for a progress display; both 0 for an
   // empty arena. Thread-safe.
   void progress(uint64_t* done, uint64_t* total) const;

@@ -46,6 +46,8 @@ struct ExpertStoreStats {
   // Streaming stores only.
   uint64_t loads = 0;           // slabs read from disk
   uint64_t prefetch_loads = 0;  // of those, started by a prefetch
+  uint64_t warm_loads = 0;      // of those, read by the warm-up of a cache that holds every expert
+  double warm_done_s = 0;       // seconds from the store's start to the warm-up's end (0: none, or not yet)
   uint64_t evictions = 0;
   double read_busy_s = 0;       // wall time with reads in flight: disk GB/s = bytes_read / this
   // Next-layer prediction (prefetch_predicted): recall = pred_hits / pred_acquires.

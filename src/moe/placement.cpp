@@ -1,11 +1,13 @@
 #include "moe/placement.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>
 
 #include "base/error.h"
@@ -278,6 +280,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   // Guessing the next layer's experts only pays when some must be read: with
   // every expert resident it would cost a router product per layer per token.
   p.prefetch = o.prefetch && !p.all_experts_fit;
+  p.warm = o.warm && slots == total_experts && total_experts > 0;
 
   // Pin the hottest experts by history, at most half the slots beyond one
   // token's worth, so the cache still adapts to the text at hand.
@@ -360,8 +363,9 @@ std::string Plan::describe() const {
     s += strprintf("expected: hit rate %.1f%%, disk reads %s per token (%s)\n", 100.0 * hit_rate,
                    sz(disk_bytes_per_token).c_str(),
                    from_history ? "from routing history" : "uniform routing");
-    s += strprintf("I/O: %s, %s, next-layer prefetch %s\n", io.c_str(),
-                   o_direct ? "O_DIRECT" : "buffered + fadvise(DONTNEED)", prefetch ? "on" : "off");
+    s += strprintf("I/O: %s, %s, next-layer prefetch %s%s\n", io.c_str(),
+                   o_direct ? "O_DIRECT" : "buffered + fadvise(DONTNEED)", prefetch ? "on" : "off",
+                   warm ? "; every expert read in the background at start" : "");
   }
   if (!history_path.empty()) s += strprintf("routing history: %s\n", history_path.c_str());
   if (!notes.empty()) s += "note: " + notes + "\n";
@@ -402,6 +406,8 @@ class PlacedStore : public ExpertStore {
     return true;
   }
 
+  const DenseArena& arena() const { return arena_; }
+
  private:
   DenseArena arena_;  // destroyed after inner_
   std::unique_ptr<ExpertStore> inner_;
@@ -417,6 +423,9 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
   // The expert store first: its pool faults in (and its hot set loads) while
   // the dense weights are read.
   std::unique_ptr<ExpertStore> inner;
+  // The warm-up starts once the dense weights are in (the arena, made below,
+  // is named here when it exists; it outlives the store).
+  auto arena_gate = std::make_shared<std::atomic<const DenseArena*>>(nullptr);
   if (p.n_moe_layers == 0) {
     inner = std::make_unique<MappedExpertStore>(w.experts);
   } else {
@@ -433,6 +442,11 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
       so.history_path = p.history_path;
       so.history = p.history;
     }
+    if (p.warm)
+      so.warm_when = [arena_gate] {
+        const DenseArena* a = arena_gate->load(std::memory_order_acquire);
+        return a && a->placed();
+      };
     auto s = std::make_unique<StreamingExpertStore>(f.name(), f.file_size(), w.experts, cfg.n_expert, so);
     p.notes = s->notes();
     p.io = s->io_name();
@@ -449,7 +463,9 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
   // per stage): a first prompt's expert reads share the disk with them.
   DenseArena arena = DenseArena::start(f, w, o.o_direct, p.embeddings_in_file);
   if (plan_out) *plan_out = p;
-  return std::make_unique<PlacedStore>(std::move(arena), std::move(inner));
+  auto placed = std::make_unique<PlacedStore>(std::move(arena), std::move(inner));
+  arena_gate->store(&placed->arena(), std::memory_order_release);
+  return placed;
 }
 
 }  // namespace colibri

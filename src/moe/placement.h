@@ -39,6 +39,10 @@ struct ExpertStoreOptions {
   std::string history_dir;  // "": $XDG_CACHE_HOME/colibri or ~/.cache/colibri
   bool no_history = false;
   int slots_per_layer = 0;  // > 0: exactly this many cache slots per MoE layer (tests)
+  // When the budget holds every expert: read them all in the background once
+  // the dense weights are in, in file order, instead of one read per expert
+  // as tokens first route to it.
+  bool warm = true;
 };
 
 // Process memory besides what the plan places (code, libraries, thread
@@ -62,6 +66,7 @@ struct Plan {
   int n_slots_full = 0;        // the same with the KV cache full (n_slots when kv_bytes is 0)
   uint64_t slot_room = 0;      // bytes the cache slots and the KV cache share (StreamingOptions::room); 0: fixed
   bool all_experts_fit = false;
+  bool warm = false;           // every expert read in the background at start (all fit at an empty context)
   bool from_history = false;   // pinned set and expectations from routing counts
   std::string history_path;    // "" without history
   std::vector<uint64_t> history;  // (n_layer, n_expert) counts read from it, or empty

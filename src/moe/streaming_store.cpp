@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -167,9 +168,51 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   for (int i = 0; i < n_pinned_; ++i)
     CLB_CHECK(slots_[i].state != State::kFailed, "%s: loading pinned expert %d: %s", path.c_str(),
               slots_[i].key, slots_[i].error);
+  lock.unlock();
+  if (o.warm_when)
+    warm_ = std::jthread([this, when = o.warm_when](std::stop_token stop) { warm(stop, when); });
+}
+
+void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()>& when) {
+  const double t0 = now_seconds();
+  std::unique_lock<std::mutex> lock(mu_);
+  // Polled, so that a store destroyed before the gate opens (a short run)
+  // does not wait for it.
+  while (!warm_stop_ && !stop.stop_requested()) {
+    lock.unlock();
+    const bool open = when();
+    lock.lock();
+    if (open) break;
+    cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return warm_stop_; });
+  }
+  // A few slabs in flight, counting the forward pass's own loads: its reads
+  // jump the engine's queue, and this keeps the queue short behind them.
+  constexpr int kInFlight = 8;
+  int next = n_pinned_;  // slots fill in order; the warm-up never evicts
+  for (int l = 0; l < n_layer_ && next < n_pinned_ + active_; ++l) {
+    if (!layers_[l].gate_exps.data) continue;
+    for (int e = 0; e < n_expert_; ++e) {
+      cv_.wait(lock, [&] { return warm_stop_ || loading_ < kInFlight; });
+      if (warm_stop_) return;
+      const int32_t key = l * n_expert_ + e;
+      if (where_[key] >= 0) continue;
+      while (next < n_pinned_ + active_ && slots_[next].state != State::kEmpty) ++next;
+      if (next >= n_pinned_ + active_) break;  // no empty slot left
+      start_load(next, key, false, false);
+      ++stats_.warm_loads;
+    }
+  }
+  cv_.wait(lock, [&] { return warm_stop_ || loading_ == 0; });
+  if (!warm_stop_) stats_.warm_done_s = now_seconds() - t0;
 }
 
 StreamingExpertStore::~StreamingExpertStore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    warm_stop_ = true;
+  }
+  cv_.notify_all();
+  if (warm_.joinable()) warm_.join();
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return loading_ == 0; });

@@ -21,6 +21,12 @@
 // next, if it outranks that slab, and the retired memory goes back to the
 // system (MADV_DONTNEED). Retired slots are used again when room returns.
 //
+// Warm-up (StreamingOptions::warm_when): a background thread reads every
+// expert, layer by layer in file order, into empty slots, a few slabs in
+// flight at a time behind the forward pass's own loads, so a cache that can
+// hold everything is full after one sequential pass over the file instead of
+// after every expert has been routed to once.
+//
 // Thread safety: acquire/release/prefetch come from the forward pass's thread;
 // completions arrive on I/O threads; one mutex guards the slot table.
 #pragma once
@@ -29,6 +35,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +60,11 @@ struct StreamingOptions {
   int io_depth = 32;
   std::string history_path;      // counts saved here on destruction; empty: not saved
   std::vector<uint64_t> history; // (n_layer, n_expert) counts to add to, or empty
+  // Set: once it returns true (polled; it must not block), every expert not
+  // yet resident is read into the empty slots in the background, in file
+  // order (the warm-up of a cache that holds them all). Loads the forward
+  // pass waits on still go first.
+  std::function<bool()> warm_when;
 };
 
 class StreamingExpertStore : public ExpertStore {
@@ -122,6 +134,8 @@ class StreamingExpertStore : public ExpertStore {
   // Starts loads of the experts not resident; every named slab is marked as
   // touched in layer visit `visit` (protected from prefetch evictions then).
   void prefetch_locked(int layer, std::span<const int> experts, uint64_t visit, bool urgent);
+  // The warm-up thread's body (see StreamingOptions::warm_when).
+  void warm(std::stop_token stop, const std::function<bool()>& when);
 
   std::string path_;
   uint64_t file_size_;
@@ -173,6 +187,8 @@ class StreamingExpertStore : public ExpertStore {
   uint64_t visit_ = 0;    // counts entries into a layer (acquire of a new layer, or prefetch)
   uint64_t now_ = 0;      // acquire ticks, the policy's clock
   ExpertStoreStats stats_;
+  bool warm_stop_ = false;  // under mu_: the warm-up ends
+  std::jthread warm_;       // started last, stopped first
 };
 
 }  // namespace colibri

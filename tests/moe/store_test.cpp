@@ -8,13 +8,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
+#include "base/sys.h"
 #include "moe/dense_arena.h"
 #include "moe/expert_store.h"
 #include "moe/history.h"
@@ -136,6 +140,80 @@ TEST(StreamingStore, GivesSlotsBackKeepingTheSlabsThePolicyRanksHighest) {
   for (int e = 0; e < 8; ++e) ASSERT_TRUE(same_as_file(1, e));
   for (int e = 0; e < 8; ++e) EXPECT_TRUE(store.ready(1, e));
   EXPECT_EQ(store.stats().cache_slots, 8);
+  fs::remove(path);
+}
+
+// The warm-up of a cache that holds every expert: nothing is read before its
+// gate opens; then every expert lands without a single acquire, with the
+// file's bytes, and acquires are hits that read nothing more.
+TEST(StreamingStore, WarmUpReadsEveryExpertOnceTheGateOpens) {
+  const std::string path = temp_path("warm.gguf");
+  test::write_synth_qwen3moe(path, {}, 5);  // 2 layers x 8 experts
+  test::LoadedModel m = test::load_model(path);
+  std::atomic<bool> open{false};
+  StreamingOptions so;
+  so.n_slots = 16;
+  so.io = "pread";
+  so.warm_when = [&open] { return open.load(); };
+  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(store.stats().loads, 0u) << "read before the gate opened";
+  open = true;
+  for (int i = 0; i < 2000 && store.stats().warm_done_s == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const ExpertStoreStats s = store.stats();
+  ASSERT_GT(s.warm_done_s, 0) << "the warm-up did not finish";
+  EXPECT_EQ(s.warm_loads, 16u);
+  EXPECT_EQ(s.loads, 16u);
+  for (int l = 0; l < 2; ++l)
+    for (int e = 0; e < 8; ++e) {
+      ASSERT_TRUE(store.ready(l, e)) << l << "/" << e;
+      const ExpertWeights got = store.acquire(l, e);
+      const ExpertTensors& t = m.w.experts[l];
+      EXPECT_EQ(std::memcmp(got.up.data, t.up_exps.slab(e).data, t.up_exps.slab(e).slab_bytes()), 0);
+      EXPECT_EQ(std::memcmp(got.down.data, t.down_exps.slab(e).data, t.down_exps.slab(e).slab_bytes()), 0);
+      store.release(l, e);
+    }
+  EXPECT_EQ(store.stats().hits, 16u);
+  EXPECT_EQ(store.stats().loads, 16u);
+  fs::remove(path);
+}
+
+// The warm-up never evicts (a cache smaller than the model keeps what the
+// forward pass loaded), and a store whose gate never opens is destroyed at
+// once.
+TEST(StreamingStore, WarmUpFillsOnlyEmptySlots) {
+  const std::string path = temp_path("warm_small.gguf");
+  test::write_synth_qwen3moe(path, {}, 6);
+  test::LoadedModel m = test::load_model(path);
+  {
+    StreamingOptions so;
+    so.n_slots = 5;
+    so.io = "pread";
+    so.policy = "lru";
+    std::atomic<bool> open{false};
+    so.warm_when = [&open] { return open.load(); };
+    StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
+    store.acquire(1, 7);
+    store.release(1, 7);
+    open = true;
+    for (int i = 0; i < 2000 && store.stats().warm_done_s == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_GT(store.stats().warm_done_s, 0);
+    EXPECT_EQ(store.stats().loads, 5u);
+    EXPECT_EQ(store.stats().evictions, 0u);
+    EXPECT_TRUE(store.ready(1, 7));
+    for (int e = 0; e < 4; ++e) EXPECT_TRUE(store.ready(0, e)) << e;
+    EXPECT_FALSE(store.ready(0, 4));
+  }
+  {
+    StreamingOptions so;
+    so.n_slots = 16;
+    so.warm_when = [] { return false; };
+    const double t0 = now_seconds();
+    { StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so); }
+    EXPECT_LT(now_seconds() - t0, 5.0);
+  }
   fs::remove(path);
 }
 

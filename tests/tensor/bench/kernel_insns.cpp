@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/kernels/kernel_table.h"
 #include "tensor/ops.h"
 
 using namespace colibri;
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   const int64_t rows = std::atoll(argv[3]), n_tok = std::atoll(argv[4]), reps = std::atoll(argv[5]);
   DType t = DType::F32;
   bool found = false;
-  for (uint32_t i = 0; i < 31; ++i) {
+  for (uint32_t i = 0; i < kTypeSlots; ++i) {
     const DTypeInfo* d = dtype_info(i);
     if (d != nullptr && d->weight && type_name == d->name) {
       t = d->type;

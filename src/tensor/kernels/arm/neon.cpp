@@ -35,10 +35,6 @@ float dot_f32(const void* wv, const void* xv, int64_t n) {
 // BF16 is F32's top half). Eight elements a step in neon_widening.h's lanes,
 // which fmlal (neon_fhm.cpp) and bfmlalb / bfmlalt (neon_bf16.cpp) fill the
 // same way.
-inline float32x4_t load4_f16(const uint16_t* p) {
-  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-}
-
 struct F16Widen {
   static void mac8(float32x4_t& lo, float32x4_t& hi, uint16x8_t w, uint16x8_t x) {
     const float16x8_t a = vreinterpretq_f16_u16(w), b = vreinterpretq_f16_u16(x);
@@ -210,11 +206,15 @@ void silu_mul_neon(const float* g, const float* u, float* y, int64_t n) {
 
 // ---- attention of one query head (kernel_table.h's AttendKvFn) ----
 
-inline float32x4_t load_kv(const float* p) {
-  return vld1q_f32(p);
+// Eight cached values as two fp32 vectors (F16: one load, fcvtl and fcvtl2).
+inline void load_kv8(const float* p, float32x4_t& lo, float32x4_t& hi) {
+  lo = vld1q_f32(p);
+  hi = vld1q_f32(p + 4);
 }
-inline float32x4_t load_kv(const uint16_t* p) {
-  return load4_f16(p);
+inline void load_kv8(const uint16_t* p, float32x4_t& lo, float32x4_t& hi) {
+  const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+  lo = vcvt_f32_f16(vget_low_f16(h));
+  hi = vcvt_high_f32_f16(h);
 }
 inline float kv_f32(float x) {
   return x;
@@ -233,8 +233,10 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
     int i = 0;
     for (; i + 8 <= head_dim; i += 8) {
-      a0 = vfmaq_f32(a0, vld1q_f32(q + i), load_kv(kp + i));
-      a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), load_kv(kp + i + 4));
+      float32x4_t k0, k1;
+      load_kv8(kp + i, k0, k1);
+      a0 = vfmaq_f32(a0, vld1q_f32(q + i), k0);
+      a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), k1);
     }
     float s = vaddvq_f32(vaddq_f32(a0, a1));
     for (; i < head_dim; ++i) s = std::fma(q[i], kv_f32(kp[i]), s);
@@ -263,7 +265,12 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     for (int64_t t = 0; t < n_pos; ++t) {
       const float32x4_t a = vdupq_n_f32(scores[t] * inv);
       const KV* vp = v + t * v_stride + i;
-      for (int c = 0; c < 4; ++c) o[c] = vfmaq_f32(o[c], a, load_kv(vp + 4 * c));
+      for (int c = 0; c < 4; c += 2) {
+        float32x4_t v0, v1;
+        load_kv8(vp + 4 * c, v0, v1);
+        o[c] = vfmaq_f32(o[c], a, v0);
+        o[c + 1] = vfmaq_f32(o[c + 1], a, v1);
+      }
     }
     for (int c = 0; c < 4; ++c) vst1q_f32(out + i + 4 * c, o[c]);
   }

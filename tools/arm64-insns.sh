@@ -19,11 +19,12 @@ rows=16
 bash tools/build-arm64.sh kernel_insns >/dev/null
 qemu=$(command -v qemu-aarch64-static)
 cpu=${CPU:-max}
+bin=build-arm64/tests/tensor/kernel_insns
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
 count() {  # count TYPE ISA REPS -> dynamic instructions
-  "$qemu" -cpu "$cpu" -d in_asm,exec,nochain -D "$log/q.log" build-arm64/tests/tensor/kernel_insns \
+  "$qemu" -cpu "$cpu" -d in_asm,exec,nochain -D "$log/q.log" $bin \
     "$1" "$2" $rows "$n_tok" "$3" >/dev/null
   python3 - "$log/q.log" <<'PY'
 import re, sys
@@ -51,7 +52,7 @@ printf '| type | %s |\n|---|---|---|---|---|\n' "scalar | neon | neon-dotprod | 
 for t in ${TYPES:-f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K mxfp4}; do
   line="| $t |"
   for isa in scalar neon neon-dotprod neon-i8mm; do
-    if ! "$qemu" -cpu "$cpu" build-arm64/tests/tensor/kernel_insns $t $isa 1 1 0 >/dev/null 2>&1; then
+    if ! "$qemu" -cpu "$cpu" $bin $t $isa 1 1 0 >/dev/null 2>&1; then
       line+=" - |"
       continue
     fi

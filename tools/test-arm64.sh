@@ -7,7 +7,7 @@
 # fallback tests, a golden subset, and greedy text on golden models against
 # the x86 build's (build/colibri, where tools/test.sh has built it). Skips
 # with a message where the cross toolchain or qemu cannot be installed.
-# About 5 minutes of emulation on 2 cores, after the cross build.
+# About 2 minutes of emulation on 2 cores, after the cross build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,18 +59,21 @@ step "store: page sizes, I/O engines" "$qemu" -cpu max $bin/tests/moe/test_moe \
   --gtest_filter='PageSize.*:*IoEngine*:StreamingStore.*'
 
 if [ -d "$shared/golden" ]; then
-  # The types models use most, at a minute of emulation (an F16 file takes
-  # 85 s alone; the F16 dot is in the kernel tests).
-  filter='Models/Golden.MatchesLlamaCpp/qwen3moe_q4_0:*/olmoe_q8_0:*/mixtral_q4_0:*/qwen3moe_h256_q4_k_m:*/qwen3moe_h256_q6_k'
+  # The types models use most, GPT-OSS's MXFP4 experts among them, in under
+  # half a minute of emulation (an F16 file takes 85 s alone; the F16 dot is
+  # in the kernel tests).
+  g='Models/Golden.MatchesLlamaCpp'
+  filter="$g/qwen3moe_q4_0:$g/olmoe_q8_0:$g/mixtral_q4_0:$g/qwen3moe_h256_q4_k_m:$g/qwen3moe_h256_q6_k"
+  filter+=":$g/gptoss_mxfp4*"
   step "golden subset, -cpu max" "$qemu" -cpu max $bin/tests/golden/test_golden --gtest_filter="$filter"
-  step "golden q4_0, -cpu cortex-a53" "$qemu" -cpu cortex-a53 $bin/tests/golden/test_golden \
-    --gtest_filter='Models/Golden.MatchesLlamaCpp/qwen3moe_q4_0:*/mixtral_q4_0'
+  step "golden q4_0 and mxfp4, -cpu cortex-a53" "$qemu" -cpu cortex-a53 $bin/tests/golden/test_golden \
+    --gtest_filter="$g/qwen3moe_q4_0:$g/mixtral_q4_0:$g/gptoss_mxfp4*"
   # Greedy text: the ARM binary at each level equals the x86 build's.
   if [ -x build/colibri ]; then
-    for m in qwen3moe-q4_0 olmoe-q8_0 mixtral-q4_0; do
+    for m in qwen3moe-q4_0 olmoe-q8_0 mixtral-q4_0 gptoss-mxfp4; do
       args=(run -m "$shared/golden/$m.gguf" -p "The capital of France is" -n 16 --temp 0 -t 2)
       want=$(build/colibri "${args[@]}" 2>/dev/null)
-      for cpu in max cortex-a53; do
+      for cpu in max cortex-a76 cortex-a53; do
         got=$("$qemu" -cpu $cpu $bin/colibri "${args[@]}" 2>/dev/null || echo "(colibri failed)")
         if [ "$got" == "$want" ]; then
           echo "test-arm64: ok   greedy text $m -cpu $cpu"

@@ -168,8 +168,9 @@ inline int32x4_t block_dot(const typename W::Block& w, const X& x) {
 // step: lane k of the accumulator takes blocks k, k + 4, ...; blocks past the
 // end are zeros with zero scales (d_x = 0: MXFP4's e = 0 is not a zero).
 // Each lane's first term is the reference's d_w d_x isum_b to the bit (one
-// rounding of an exact product; inf and NaN where the reference has them). The i8mm tiles
-// (neon_i8mm.cpp) repeat this float sequence per (row, token), so their values equal this dot's.
+// rounding of an exact product; inf and NaN where the reference has them).
+// The i8mm tiles (neon_i8mm.cpp) repeat this float sequence per (row,
+// token), so their values equal this dot's.
 template <typename W, typename X>
 float dot_q32(const void* wv, const void* xv, int64_t n) {
   using Block = typename W::Block;

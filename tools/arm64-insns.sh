@@ -6,19 +6,25 @@
 # dynamic instruction count. Debian's qemu has no TCG plugins (libinsn.so),
 # hence the logs. kernel_insns runs the product 1 and 3 times; the
 # difference is two products alone.
-#   [TYPES="q4_0 q8_0"] tools/arm64-insns.sh [N_TOK]   (1: matvec, as decode;
-#                                                      16: a prompt's tiles)
+# The emulated CPU is -cpu max unless CPU says otherwise: max has FEAT_FHM
+# and FEAT_BF16, so there every level's F16 and BF16 dots are the fmlal and
+# bfmlal ones; CPU=cortex-a53 counts the plain ones (levels the CPU lacks
+# print "-").
+#   [CPU=cortex-a53] [TYPES="q4_0 q8_0"] tools/arm64-insns.sh [N_TOK]
+#                                   (N_TOK 1: matvec, as decode; 16: a prompt's tiles)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n_tok=${1:-1}
 rows=16
 bash tools/build-arm64.sh kernel_insns >/dev/null
 qemu=$(command -v qemu-aarch64-static)
+cpu=${CPU:-max}
+bin=build-arm64/tests/tensor/kernel_insns
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
 count() {  # count TYPE ISA REPS -> dynamic instructions
-  "$qemu" -cpu max -d in_asm,exec,nochain -D "$log/q.log" build-arm64/tests/tensor/kernel_insns \
+  "$qemu" -cpu "$cpu" -d in_asm,exec,nochain -D "$log/q.log" $bin \
     "$1" "$2" $rows "$n_tok" "$3" >/dev/null
   python3 - "$log/q.log" <<'PY'
 import re, sys
@@ -43,9 +49,13 @@ PY
 
 macs=$((2 * rows * 4096 * n_tok))
 printf '| type | %s |\n|---|---|---|---|---|\n' "scalar | neon | neon-dotprod | neon-i8mm"
-for t in ${TYPES:-f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K}; do
+for t in ${TYPES:-f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K mxfp4}; do
   line="| $t |"
   for isa in scalar neon neon-dotprod neon-i8mm; do
+    if ! "$qemu" -cpu "$cpu" $bin $t $isa 1 1 0 >/dev/null 2>&1; then
+      line+=" - |"
+      continue
+    fi
     a=$(count $t $isa 1)
     b=$(count $t $isa 3)
     line+=" $(python3 -c "print(f'{($b - $a) * 1000 / $macs:.0f}')") |"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The ARM64 build under emulation (qemu-user): the kernel tests on two CPUs,
-# -cpu max (sdot and smmla: the neon-i8mm level) and -cpu cortex-a53
-# (neither: plain neon), the store's page-size and io_uring fallback tests, a
-# golden subset, and greedy text on golden models against the x86 build's
-# (build/colibri, where tools/test.sh has built it). Skips with a message
-# where the cross toolchain or qemu cannot be installed. About 5 minutes of
-# emulation on 2 cores, after the cross build.
+# The ARM64 build under emulation (qemu-user): the kernel tests on three
+# CPUs, -cpu max (sdot and smmla: the neon-i8mm level; fmlal and bfmlal for
+# the F16 and BF16 dots), -cpu cortex-a76 (the Raspberry Pi 5's: sdot and
+# fp16 arithmetic but neither fmlal nor bf16: neon-dotprod) and -cpu
+# cortex-a53 (none of them: plain neon), the store's page-size and io_uring
+# fallback tests, a golden subset, and greedy text on golden models against
+# the x86 build's (build/colibri, where tools/test.sh has built it). Skips
+# with a message where the cross toolchain or qemu cannot be installed.
+# About 2 minutes of emulation on 2 cores, after the cross build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,39 +34,46 @@ step() {  # step NAME CMD...: runs, reports, remembers a failure
   fi
 }
 
-# The dotprod and i8mm objects define no weak (COMDAT) symbols: the linker
-# could otherwise keep their copy of a shared inline function, built with
-# sdot or smmla allowed, for callers on a CPU without them.
+# The dotprod, i8mm, fhm and bf16 objects define no weak (COMDAT) symbols:
+# the linker could otherwise keep their copy of a shared inline function,
+# built with sdot, smmla, fmlal or bfmlal allowed, for callers on a CPU
+# without them.
 no_shared_inlines() {
   local objs=$bin/src/tensor/CMakeFiles/colibri_tensor.dir/kernels/arm
-  ! aarch64-linux-gnu-nm --defined-only "$objs/neon_dotprod.cpp.o" "$objs/neon_i8mm.cpp.o" | grep -E ' [WVu] '
+  ! aarch64-linux-gnu-nm --defined-only "$objs/neon_dotprod.cpp.o" "$objs/neon_i8mm.cpp.o" \
+    "$objs/neon_fhm.cpp.o" "$objs/neon_bf16.cpp.o" | grep -E ' [WVu] '
 }
-step "no shared inline code in the dotprod/i8mm objects" no_shared_inlines
+step "no shared inline code in the dotprod/i8mm/fhm/bf16 objects" no_shared_inlines
 
-# Each CPU must get its own level (COLIBRI_EXPECT_ISA, tests/tensor/
-# arm_dispatch_test.cpp); every level the CPU has is checked against the
-# scalar reference, and a level it lacks must refuse to be chosen.
-for cpu in max:neon-i8mm cortex-a53:neon; do
-  step "tensor kernels, -cpu ${cpu%%:*}" env COLIBRI_EXPECT_ISA="${cpu#*:}" \
-    "$qemu" -cpu "${cpu%%:*}" $bin/tests/tensor/test_tensor
+# Each CPU must get its own level and float extensions (COLIBRI_EXPECT_ISA,
+# COLIBRI_EXPECT_FLOAT_EXT, tests/tensor/arm_dispatch_test.cpp); every level
+# the CPU has is checked against the scalar reference, and a level it lacks
+# must refuse to be chosen.
+for cpu in max:neon-i8mm:fhm+bf16 cortex-a76:neon-dotprod:none cortex-a53:neon:none; do
+  IFS=: read -r name isa ext <<<"$cpu"
+  step "tensor kernels, -cpu $name" env COLIBRI_EXPECT_ISA="$isa" COLIBRI_EXPECT_FLOAT_EXT="$ext" \
+    "$qemu" -cpu "$name" $bin/tests/tensor/test_tensor
 done
 # qemu-user has no io_uring: the store runs on the pread fallback here.
 step "store: page sizes, I/O engines" "$qemu" -cpu max $bin/tests/moe/test_moe \
   --gtest_filter='PageSize.*:*IoEngine*:StreamingStore.*'
 
 if [ -d "$shared/golden" ]; then
-  # The types models use most, at a minute of emulation (an F16 file takes
-  # 85 s alone; the F16 dot is in the kernel tests).
-  filter='Models/Golden.MatchesLlamaCpp/qwen3moe_q4_0:*/olmoe_q8_0:*/mixtral_q4_0:*/qwen3moe_h256_q4_k_m:*/qwen3moe_h256_q6_k'
+  # The types models use most, GPT-OSS's MXFP4 experts among them, in under
+  # half a minute of emulation (an F16 file takes 85 s alone; the F16 dot is
+  # in the kernel tests).
+  g='Models/Golden.MatchesLlamaCpp'
+  filter="$g/qwen3moe_q4_0:$g/olmoe_q8_0:$g/mixtral_q4_0:$g/qwen3moe_h256_q4_k_m:$g/qwen3moe_h256_q6_k"
+  filter+=":$g/gptoss_mxfp4*"
   step "golden subset, -cpu max" "$qemu" -cpu max $bin/tests/golden/test_golden --gtest_filter="$filter"
-  step "golden q4_0, -cpu cortex-a53" "$qemu" -cpu cortex-a53 $bin/tests/golden/test_golden \
-    --gtest_filter='Models/Golden.MatchesLlamaCpp/qwen3moe_q4_0:*/mixtral_q4_0'
+  step "golden q4_0 and mxfp4, -cpu cortex-a53" "$qemu" -cpu cortex-a53 $bin/tests/golden/test_golden \
+    --gtest_filter="$g/qwen3moe_q4_0:$g/mixtral_q4_0:$g/gptoss_mxfp4*"
   # Greedy text: the ARM binary at each level equals the x86 build's.
   if [ -x build/colibri ]; then
-    for m in qwen3moe-q4_0 olmoe-q8_0 mixtral-q4_0; do
+    for m in qwen3moe-q4_0 olmoe-q8_0 mixtral-q4_0 gptoss-mxfp4; do
       args=(run -m "$shared/golden/$m.gguf" -p "The capital of France is" -n 16 --temp 0 -t 2)
       want=$(build/colibri "${args[@]}" 2>/dev/null)
-      for cpu in max cortex-a53; do
+      for cpu in max cortex-a76 cortex-a53; do
         got=$("$qemu" -cpu $cpu $bin/colibri "${args[@]}" 2>/dev/null || echo "(colibri failed)")
         if [ "$got" == "$want" ]; then
           echo "test-arm64: ok   greedy text $m -cpu $cpu"

@@ -9,11 +9,15 @@
 // E8M0's 255: the scalar dot is then +-inf, or NaN where a block's integer
 // sum is 0; a SIMD kernel multiplies partial sums (lanes) by that scale and
 // may give NaN where the scalar gives inf. Both are non-finite, neither
-// crashes, and nothing in the arithmetic is undefined.
+// crashes, and nothing in the arithmetic is undefined. The NEON dots keep a
+// block's whole term in one lane, so there they are the reference's
+// non-finite values too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,24 +32,34 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Every supported ISA but the scalar one: on AArch64 each NEON level (plain,
+// sdot, sdot with smmla tiles).
 std::vector<Isa> simd_isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon})
-    if (isa_supported(i)) v.push_back(i);
+  for (Isa i : kAllIsas)
+    if (i != Isa::kScalar && isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+// The scalar ISA and every SIMD one.
+std::vector<Isa> all_isas() {
+  std::vector<Isa> v = simd_isas();
+  v.insert(v.begin(), Isa::kScalar);
   return v;
 }
 
 // Rows of nb blocks, exponents from `exps` at random, codes random or (all_max)
 // every code 7 (+12) or 15 (-12) by row parity.
-std::vector<block_mxfp4> random_rows(int64_t n_rows, int64_t nb, const std::vector<int>& exps, bool all_max,
-                                     std::mt19937& rng) {
+std::vector<block_mxfp4> random_rows(int64_t n_rows, int64_t nb, const std::vector<int>& exps,
+                                     bool all_max, std::mt19937& rng) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::vector<block_mxfp4> w(static_cast<size_t>(n_rows * nb));
   for (int64_t r = 0; r < n_rows; ++r)
     for (int64_t b = 0; b < nb; ++b) {
       block_mxfp4& blk = w[r * nb + b];
       blk.e = static_cast<uint8_t>(exps[byte(rng) % exps.size()]);
-      for (uint8_t& q : blk.qs) q = all_max ? (r % 2 ? 0xFF : 0x77) : static_cast<uint8_t>(byte(rng));
+      for (uint8_t& q : blk.qs)
+        q = all_max ? (r % 2 ? 0xFF : 0x77) : static_cast<uint8_t>(byte(rng));
     }
   return w;
 }
@@ -146,17 +160,107 @@ TEST(Mxfp4Kernels, TopExponentOverflowsWithoutCrashing) {
   v.ne[0] = n;
   v.ne[1] = n_rows;
   const Isa saved = active_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
-    if (!isa_supported(isa)) continue;
+  for (Isa isa : all_isas()) {
     set_kernel_isa(isa);
     std::vector<float> y(static_cast<size_t>(n_rows * n_tok)), scratch(static_cast<size_t>(n));
-    matmul_rows(v, Precision::kNative, x.data(), nb * sizeof(block_q8_0), n_tok, y.data(), n_rows, 0, n_rows,
-                scratch.data());
+    matmul_rows(v, Precision::kNative, x.data(), nb * sizeof(block_q8_0), n_tok, y.data(), n_rows,
+                0, n_rows, scratch.data());
     for (float f : y) EXPECT_FALSE(std::isfinite(f)) << isa_name(isa);
     matvec_rows(v, Precision::kNative, x.data(), y.data(), 0, n_rows, scratch.data());
     for (int64_t r = 0; r < n_rows; ++r) EXPECT_FALSE(std::isfinite(y[r])) << isa_name(isa);
   }
   set_kernel_isa(saved);
+}
+
+// A block's 32 codes: each of the 16 E2M1 codes twice, in a random order.
+void every_code(block_mxfp4& b, std::mt19937& rng) {
+  int codes[kQK];
+  for (int j = 0; j < kQK; ++j) codes[j] = j % 16;
+  std::shuffle(codes, codes + kQK, rng);
+  for (int j = 0; j < kQK / 2; ++j)
+    b.qs[j] = static_cast<uint8_t>(codes[j] | codes[j + kQK / 2] << 4);
+}
+
+bool same_value(float a, float b) {
+  return a == b || (std::isnan(a) && std::isnan(b));
+}
+
+// Every E8M0 exponent (0 and 1 the denormal scales 2^-128 and 2^-127, 255
+// taken as 2^127 as ggml takes it) with every E2M1 code, against activation
+// scales from 0 and fp16's smallest subnormal to its largest value: scale
+// products that are float subnormals, normal, past float's range and
+// infinite (d_x >= 2 at e = 255), times random, extreme (all +127) and zero
+// (inf * 0: NaN) block sums. Rows of 1 to 3 blocks: the NEON dots keep one
+// block's term a lane, the reference's term to the bit, and add the lanes
+// as the reference adds its terms, so they give its value, inf and NaN
+// included. The other ISAs match it within rounding where everything stays
+// in float's range, and are non-finite where it is not. Every tile gives
+// its own dot's value for each (row, token).
+TEST(Mxfp4Kernels, EveryExponentAndCodeAsTheReference) {
+  if (simd_isas().empty()) GTEST_SKIP() << "no SIMD kernels on this CPU";
+  std::mt19937 rng(12);
+  const DotFn ref = ref_kernel_table().dot[slot(DType::MXFP4)];
+  constexpr int64_t kNb = 3, kRows = 2;
+  constexpr uint16_t kActScales[] = {0x0000, 0x0001, 0x0400, 0x1C00, 0x3C00, 0x4000, 0x7BFF};
+  constexpr int64_t kTok = std::size(kActScales);
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::vector<block_q8_0> x(static_cast<size_t>(kTok * kNb));
+  for (int64_t t = 0; t < kTok; ++t)
+    for (int64_t b = 0; b < kNb; ++b) {
+      block_q8_0& blk = x[t * kNb + b];
+      blk.d = kActScales[t];
+      for (int8_t& v : blk.qs) v = static_cast<int8_t>(b == 0 ? q(rng) : b == 1 ? 127 : 0);
+    }
+  int non_finite = 0;
+  for (int e = 0; e < 256; ++e) {
+    std::vector<block_mxfp4> w(static_cast<size_t>(kRows * kNb));
+    for (block_mxfp4& b : w) {
+      b.e = static_cast<uint8_t>(e);
+      every_code(b, rng);
+    }
+    for (Isa isa : simd_isas()) {
+      const KernelTable& k = kernel_table(isa);
+      const bool neon = isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm;
+      for (int64_t nb = 1; nb <= kNb; ++nb)
+        for (int64_t r = 0; r < kRows; ++r)
+          for (int64_t t = 0; t < kTok; ++t) {
+            const block_mxfp4* row = w.data() + r * kNb;
+            const block_q8_0* xt = x.data() + t * kNb;
+            const float want = ref(row, xt, nb * kQK),
+                        got = k.dot[slot(DType::MXFP4)](row, xt, nb * kQK);
+            const double as = abs_sum(row, xt, nb * kQK);
+            if (neon) {
+              EXPECT_TRUE(same_value(got, want))
+                  << isa_name(isa) << " e=" << e << " d_x=" << half_to_float(kActScales[t])
+                  << " nb=" << nb << ": " << got << ", reference " << want;
+              non_finite += std::isfinite(want) ? 0 : 1;
+            } else if (!std::isfinite(want)) {
+              EXPECT_FALSE(std::isfinite(got))
+                  << isa_name(isa) << " e=" << e << " t=" << t << " nb=" << nb;
+            } else if (as < 0x1p124) {
+              EXPECT_NEAR(got, want, 2e-6 * static_cast<double>(nb) * as + 64.0 * nb * 0x1p-149)
+                  << isa_name(isa) << " e=" << e << " t=" << t << " nb=" << nb;
+            }
+          }
+      const TileFn tile = k.tile[slot(DType::MXFP4)];
+      if (tile == nullptr) continue;
+      std::vector<float> y(static_cast<size_t>(kRows * kTok));
+      tile(reinterpret_cast<const uint8_t*>(w.data()), kNb * sizeof(block_mxfp4), kRows,
+           reinterpret_cast<const uint8_t*>(x.data()), kNb * sizeof(block_q8_0), kTok, kNb * kQK,
+           y.data(), kRows);
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t t = 0; t < kTok; ++t) {
+          const float dot =
+              k.dot[slot(DType::MXFP4)](w.data() + r * kNb, x.data() + t * kNb, kNb * kQK);
+          EXPECT_TRUE(same_value(y[t * kRows + r], dot))
+              << isa_name(isa) << " e=" << e << " row " << r << " tok " << t;
+        }
+    }
+  }
+  // The non-finite cases are there (e = 254 and 255 against the large d_x).
+  if (isa_supported(Isa::kNeon)) {
+    EXPECT_GT(non_finite, 0);
+  }
 }
 
 // Prefill (matmul_rows) on odd row ranges and batch sizes equals the ISA's
@@ -167,8 +271,7 @@ TEST(Mxfp4Kernels, MatmulOnOddShapesEqualsMatvecAndScalar) {
   for (int e = 112; e <= 132; ++e) exps.push_back(e);
   const Isa saved = active_isa();
   const DotFn ref = ref_kernel_table().dot[slot(DType::MXFP4)];
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
-    if (!isa_supported(isa)) continue;
+  for (Isa isa : all_isas()) {
     set_kernel_isa(isa);
     for (int64_t nb : {1, 3, 70}) {
       const int64_t n = nb * kQK, n_rows = 23;
@@ -187,13 +290,15 @@ TEST(Mxfp4Kernels, MatmulOnOddShapesEqualsMatvecAndScalar) {
         const size_t xs = nb * sizeof(block_q8_0);
         const int64_t r0 = 1, r1 = n_rows - 3;  // 19 rows from an odd offset
         std::vector<float> y(static_cast<size_t>((r1 - r0) * n_tok)), want(r1 - r0), scratch(n);
-        matmul_rows(v, Precision::kNative, x.data(), xs, n_tok, y.data(), r1 - r0, r0, r1, scratch.data());
+        matmul_rows(v, Precision::kNative, x.data(), xs, n_tok, y.data(), r1 - r0, r0, r1,
+                    scratch.data());
         for (int64_t t = 0; t < n_tok; ++t) {
           const block_q8_0* xt = x.data() + t * nb;
           matvec_rows(v, Precision::kNative, xt, want.data(), r0, r1, scratch.data());
           for (int64_t r = 0; r < r1 - r0; ++r) {
             const float got = y[t * (r1 - r0) + r];
-            ASSERT_EQ(f32_bits(got), f32_bits(want[r])) << isa_name(isa) << " tok " << t << " row " << r;
+            ASSERT_EQ(f32_bits(got), f32_bits(want[r]))
+                << isa_name(isa) << " tok " << t << " row " << r;
             const block_mxfp4* row = w.data() + (r0 + r) * nb;
             ASSERT_NEAR(got, ref(row, xt, n), 2e-6 * static_cast<double>(nb) * abs_sum(row, xt, n))
                 << isa_name(isa) << " nb=" << nb << " tok " << t << " row " << r;
@@ -242,7 +347,8 @@ TEST(Mxfp4Kernels, GoldenFileTensorsDecodeAsTheSpecSays) {
         const int code = j < 16 ? blk.qs[j] & 15 : blk.qs[j - 16] >> 4;
         const float want = decode(blk.e, code);
         ASSERT_EQ(row[i], want) << t.name << " row " << r << " col " << i;
-        ASSERT_TRUE(want != 0.0f || f32_bits(row[i]) == 0) << t.name << " row " << r << " col " << i;
+        ASSERT_TRUE(want != 0.0f || f32_bits(row[i]) == 0)
+            << t.name << " row " << r << " col " << i;
         ASSERT_TRUE(std::isfinite(row[i])) << t.name;
       }
       n_values += n;

@@ -37,7 +37,12 @@ KernelTable build_table(Isa isa) {
   if (isa == Isa::kAvx512) add_avx512_kernels(t);
 #endif
 #if defined(__aarch64__)
-  if (isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) add_neon_kernels(t);
+  if (isa == Isa::kNeon || isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) {
+    add_neon_kernels(t);
+    const ArmFloatExtensions ext = arm_float_extensions();
+    if (ext.fhm) add_neon_fhm_kernels(t);
+    if (ext.bf16) add_neon_bf16_kernels(t);
+  }
   if (isa == Isa::kNeonDot || isa == Isa::kNeonI8mm) add_neon_dotprod_kernels(t);
   if (isa == Isa::kNeonI8mm) add_neon_i8mm_kernels(t);
 #endif
@@ -137,6 +142,19 @@ bool isa_supported(Isa isa) {
 #endif
   }
   return false;
+}
+
+ArmFloatExtensions arm_float_extensions() {
+  ArmFloatExtensions ext;
+#if defined(__aarch64__)
+  // FHM's fmlal is an fp16 instruction: the kernel reports FHM only with
+  // FP16, and both are asked for all the same.
+  const unsigned long hw = getauxval(AT_HWCAP);
+  const unsigned long fp16 = HWCAP_FPHP | HWCAP_ASIMDHP;
+  ext.fhm = (hw & fp16) == fp16 && (hw & HWCAP_ASIMDFHM) != 0;
+  ext.bf16 = (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0;
+#endif
+  return ext;
 }
 
 Isa best_isa() {

@@ -129,6 +129,11 @@ void add_avx512_packed_kernels(KernelTable& t);
 void add_neon_kernels(KernelTable& t);
 void add_neon_dotprod_kernels(KernelTable& t);
 void add_neon_i8mm_kernels(KernelTable& t);
+// On every AArch64 level, where the CPU has them: F16 dots on fmlal
+// (FEAT_FHM) and BF16 dots on bfmlalb / bfmlalt (FEAT_BF16), to the bit the
+// plain level's values.
+void add_neon_fhm_kernels(KernelTable& t);
+void add_neon_bf16_kernels(KernelTable& t);
 
 // The q6_K tile on AVX-512 for prompts: nr (a multiple of 16) rows in
 // groups of 16 unpacked once per call, then products as the TileFn contract

@@ -4,6 +4,9 @@
 // taking the difference leaves twice the products alone: setup (random
 // weights, quantizing the activations) cancels. Not a test.
 //   kernel_insns TYPE ISA ROWS N_TOK REPS
+// TYPE attend_f32 / attend_f16: N_TOK query heads of 128 dimensions against a
+// cache of that type holding ROWS * 4096 / 256 positions: as many
+// multiply-accumulates (q.k and the weighted sum of v) as the products.
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -11,9 +14,41 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/kernels/kernel_table.h"
 #include "tensor/ops.h"
 
 using namespace colibri;
+
+namespace {
+
+int attend_work(bool f16, int64_t rows, int64_t n_tok, int64_t reps) {
+  constexpr int kHeadDim = 128;
+  const int64_t n_pos = rows * 4096 / (2 * kHeadDim);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> g;
+  std::vector<float> q(kHeadDim * n_tok), k(kHeadDim * n_pos), v(kHeadDim * n_pos);
+  for (auto* x : {&q, &k, &v})
+    for (float& e : *x) e = g(rng);
+  std::vector<uint16_t> kh(k.size()), vh(v.size());
+  quantize_activation(DType::F16, Precision::kNative, k.data(), kh.data(), kHeadDim * n_pos);
+  quantize_activation(DType::F16, Precision::kNative, v.data(), vh.data(), kHeadDim * n_pos);
+  std::vector<int32_t> n_positions(n_tok, static_cast<int32_t>(n_pos));
+  std::vector<float> scores(n_tok * n_pos), out(kHeadDim * n_tok);
+  for (int64_t r = 0; r < reps; ++r) {
+    if (f16)
+      attend_batch(q.data(), kHeadDim, static_cast<int>(n_tok), n_positions.data(), kh.data(),
+                   kHeadDim, vh.data(), kHeadDim, kHeadDim, kHeadDim, 0.088f, scores.data(),
+                   out.data(), kHeadDim);
+    else
+      attend_batch(q.data(), kHeadDim, static_cast<int>(n_tok), n_positions.data(), k.data(),
+                   kHeadDim, v.data(), kHeadDim, kHeadDim, kHeadDim, 0.088f, scores.data(),
+                   out.data(), kHeadDim);
+  }
+  std::printf("%g\n", out[0]);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 6) {
@@ -23,8 +58,9 @@ int main(int argc, char** argv) {
   const std::string type_name = argv[1], isa_arg = argv[2];
   const int64_t rows = std::atoll(argv[3]), n_tok = std::atoll(argv[4]), reps = std::atoll(argv[5]);
   DType t = DType::F32;
-  bool found = false;
-  for (uint32_t i = 0; i < 31; ++i) {
+  const bool attention = type_name == "attend_f32" || type_name == "attend_f16";
+  bool found = attention;
+  for (uint32_t i = 0; i < kTypeSlots; ++i) {
     const DTypeInfo* d = dtype_info(i);
     if (d != nullptr && d->weight && type_name == d->name) {
       t = d->type;
@@ -43,6 +79,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_kernel_isa(isa);
+  if (attention) return attend_work(type_name == "attend_f16", rows, n_tok, reps);
   constexpr int64_t n = 4096;
   // Random bytes with small fp16 scales (the count does not depend on values).
   std::vector<uint8_t> w(row_bytes(t, n) * rows);

@@ -1,47 +1,62 @@
 // Plain ARMv8 NEON kernels (every AArch64 CPU, Cortex-A53 and up): the float
 // dots, the activation quantizers, attention and silu, and the integer dots
 // of neon_common.h on smull + sadalp. The dotprod and i8mm levels overlay
-// this table (neon_dotprod.cpp, neon_i8mm.cpp).
+// this table (neon_dotprod.cpp, neon_i8mm.cpp), and on any level the F16 and
+// BF16 dots are replaced where the CPU multiplies 16-bit floats into fp32
+// itself (neon_fhm.cpp, neon_bf16.cpp), with the same values.
 #define CLB_ARM_DOTPROD 0
 #include <algorithm>
 #include <cmath>
 
 #include "tensor/kernels/arm/neon_common.h"
+#include "tensor/kernels/arm/neon_widening.h"
 
 namespace colibri {
 namespace {
 
-// ---- float dots: 16 elements a step in four accumulators, scalar tail ----
+// ---- float dots ----
 
-inline float32x4_t load4(const float* p) {
-  return vld1q_f32(p);
-}
-// F16 and BF16 widen exactly to F32 (F16 through fcvtl, subnormals included).
-inline float32x4_t load4_f16(const uint16_t* p) {
-  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-}
-inline float32x4_t load4_bf16(const uint16_t* p) {
-  return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
-}
-
-template <typename T, float32x4_t (*Load)(const T*), float (*Scalar)(T)>
-float dot_float(const void* wv, const void* xv, int64_t n) {
-  const auto* a = static_cast<const T*>(wv);
-  const auto* b = static_cast<const T*>(xv);
+// F32: 16 elements a step in four accumulators, then 4, then a scalar tail.
+float dot_f32(const void* wv, const void* xv, int64_t n) {
+  const auto* a = static_cast<const float*>(wv);
+  const auto* b = static_cast<const float*>(xv);
   float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     for (int k = 0; k < 4; ++k)
-      acc[k] = vfmaq_f32(acc[k], Load(a + i + 4 * k), Load(b + i + 4 * k));
-  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], Load(a + i), Load(b + i));
+      acc[k] = vfmaq_f32(acc[k], vld1q_f32(a + i + 4 * k), vld1q_f32(b + i + 4 * k));
+  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], vld1q_f32(a + i), vld1q_f32(b + i));
   float s = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
-  for (; i < n; ++i) s = std::fma(Scalar(a[i]), Scalar(b[i]), s);
+  for (; i < n; ++i) s = std::fma(a[i], b[i], s);
   return s;
 }
 
-float id(float x) {
-  return x;
-}
+// F16 and BF16 widen exactly to F32 (F16 through fcvtl, subnormals included;
+// BF16 is F32's top half). Eight elements a step in neon_widening.h's lanes,
+// which fmlal (neon_fhm.cpp) and bfmlalb / bfmlalt (neon_bf16.cpp) fill the
+// same way.
+struct F16Widen {
+  static void mac8(float32x4_t& lo, float32x4_t& hi, uint16x8_t w, uint16x8_t x) {
+    const float16x8_t a = vreinterpretq_f16_u16(w), b = vreinterpretq_f16_u16(x);
+    lo = vfmaq_f32(lo, vcvt_f32_f16(vget_low_f16(a)), vcvt_f32_f16(vget_low_f16(b)));
+    hi = vfmaq_f32(hi, vcvt_high_f32_f16(a), vcvt_high_f32_f16(b));
+  }
+  static float to_float(uint16_t h) { return half_to_float(h); }
+};
+
+// A BF16 pair in a 32-bit lane: the even element is its low half, shifted up,
+// the odd one its high half, masked.
+struct Bf16Widen {
+  static void mac8(float32x4_t& even, float32x4_t& odd, uint16x8_t w, uint16x8_t x) {
+    const uint32x4_t a = vreinterpretq_u32_u16(w), b = vreinterpretq_u32_u16(x);
+    const uint32x4_t top = vdupq_n_u32(0xFFFF0000u);
+    even = vfmaq_f32(even, vreinterpretq_f32_u32(vshlq_n_u32(a, 16)),
+                     vreinterpretq_f32_u32(vshlq_n_u32(b, 16)));
+    odd = vfmaq_f32(odd, vreinterpretq_f32_u32(vandq_u32(a, top)),
+                    vreinterpretq_f32_u32(vandq_u32(b, top)));
+  }
+  static float to_float(uint16_t h) { return bf16_to_float(h); }
+};
 
 // ---- activation quantizers: the reference's bits exactly ----
 
@@ -191,11 +206,15 @@ void silu_mul_neon(const float* g, const float* u, float* y, int64_t n) {
 
 // ---- attention of one query head (kernel_table.h's AttendKvFn) ----
 
-inline float32x4_t load_kv(const float* p) {
-  return vld1q_f32(p);
+// Eight cached values as two fp32 vectors (F16: one load, fcvtl and fcvtl2).
+inline void load_kv8(const float* p, float32x4_t& lo, float32x4_t& hi) {
+  lo = vld1q_f32(p);
+  hi = vld1q_f32(p + 4);
 }
-inline float32x4_t load_kv(const uint16_t* p) {
-  return load4_f16(p);
+inline void load_kv8(const uint16_t* p, float32x4_t& lo, float32x4_t& hi) {
+  const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+  lo = vcvt_f32_f16(vget_low_f16(h));
+  hi = vcvt_high_f32_f16(h);
 }
 inline float kv_f32(float x) {
   return x;
@@ -214,8 +233,10 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
     int i = 0;
     for (; i + 8 <= head_dim; i += 8) {
-      a0 = vfmaq_f32(a0, vld1q_f32(q + i), load_kv(kp + i));
-      a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), load_kv(kp + i + 4));
+      float32x4_t k0, k1;
+      load_kv8(kp + i, k0, k1);
+      a0 = vfmaq_f32(a0, vld1q_f32(q + i), k0);
+      a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), k1);
     }
     float s = vaddvq_f32(vaddq_f32(a0, a1));
     for (; i < head_dim; ++i) s = std::fma(q[i], kv_f32(kp[i]), s);
@@ -244,7 +265,12 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     for (int64_t t = 0; t < n_pos; ++t) {
       const float32x4_t a = vdupq_n_f32(scores[t] * inv);
       const KV* vp = v + t * v_stride + i;
-      for (int c = 0; c < 4; ++c) o[c] = vfmaq_f32(o[c], a, load_kv(vp + 4 * c));
+      for (int c = 0; c < 4; c += 2) {
+        float32x4_t v0, v1;
+        load_kv8(vp + 4 * c, v0, v1);
+        o[c] = vfmaq_f32(o[c], a, v0);
+        o[c + 1] = vfmaq_f32(o[c + 1], a, v1);
+      }
     }
     for (int c = 0; c < 4; ++c) vst1q_f32(out + i + 4 * c, o[c]);
   }
@@ -268,9 +294,9 @@ void attend_batch_neon(const float* q, size_t q_stride, int n_q, const int32_t* 
 }  // namespace
 
 void add_neon_kernels(KernelTable& t) {
-  t.dot[slot(DType::F32)] = dot_float<float, load4, id>;
-  t.dot[slot(DType::F16)] = dot_float<uint16_t, load4_f16, half_to_float>;
-  t.dot[slot(DType::BF16)] = dot_float<uint16_t, load4_bf16, bf16_to_float>;
+  t.dot[slot(DType::F32)] = dot_f32;
+  t.dot[slot(DType::F16)] = dot_widening<F16Widen>;
+  t.dot[slot(DType::BF16)] = dot_widening<Bf16Widen>;
   add_neon_int_dots(t);
   t.quantize[slot(DType::F16)] = quantize_f16;
   t.quantize[slot(DType::BF16)] = quantize_bf16;

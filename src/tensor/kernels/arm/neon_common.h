@@ -48,6 +48,18 @@ inline float32x4_t h2f4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
   return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
 }
 
+// 2^(e_k - 127) / 2 for four E8M0 exponents (e8m0_to_float_half's bits on
+// four lanes): e < 2 are the denormals 2^-128 and 2^-127, the rest (e - 1)
+// << 23 (255 gives 2^127, as in ggml).
+inline float32x4_t e8m0_half4(const uint8_t e[4]) {
+  uint32_t packed;
+  std::memcpy(&packed, e, 4);
+  const uint32x4_t u = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(packed))));
+  const uint32x4_t normal = vshlq_n_u32(vsubq_u32(u, vdupq_n_u32(1)), 23);
+  const uint32x4_t denormal = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(u));
+  return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(u, vdupq_n_u32(2)), denormal, normal));
+}
+
 // [sum s0, sum s1, sum s2, sum s3]: four blocks' integer dots in one vector.
 inline int32x4_t sum4(int32x4_t s0, int32x4_t s1, int32x4_t s2, int32x4_t s3) {
   return vpaddq_s32(vpaddq_s32(s0, s1), vpaddq_s32(s2, s3));
@@ -56,9 +68,20 @@ inline int32x4_t sum4(int32x4_t s0, int32x4_t s1, int32x4_t s2, int32x4_t s3) {
 // ---- the 32-element block types against q8_0 / q8_1 activations ----
 //
 // W::unpack gives a block's 32 weights as signed bytes in element order (lo:
-// 0..15, hi: 16..31), the values the reference multiplies. A new 32-element
-// type joins as one more W (a 4-bit code table such as MXFP4's maps through
-// vqtbl1q_s8) and a line in add_neon_int_dots.
+// 0..15, hi: 16..31), the values the reference multiplies; W::scale the bits
+// of its scale and W::scales4 four of them as floats (fp16 for every type
+// but MXFP4's E8M0). A new 32-element type joins as one more W and a line in
+// add_neon_int_dots.
+
+// The scale of the types whose blocks carry an fp16 d.
+struct HalfScale {
+  using Scale = uint16_t;
+  template <typename Block>
+  static Scale scale(const Block& b) {
+    return b.d;
+  }
+  static float32x4_t scales4(const Scale s[4]) { return h2f4(s[0], s[1], s[2], s[3]); }
+};
 
 // Bit j of the 32-bit qh (little-endian bytes) as 0x10 in byte j: the fifth
 // bit of q5_0 / q5_1 weight j.
@@ -69,7 +92,7 @@ inline void fifth_bits(const uint8_t* qh, uint8x16_t& lo, uint8x16_t& hi) {
   hi = vandq_u8(vtstq_u8(vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3])), bit), x10);
 }
 
-struct Q4_0W {
+struct Q4_0W : HalfScale {
   using Block = block_q4_0;
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
     const uint8x16_t q = vld1q_u8(b.qs);
@@ -78,7 +101,7 @@ struct Q4_0W {
   }
 };
 
-struct Q5_0W {
+struct Q5_0W : HalfScale {
   using Block = block_q5_0;
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
     const uint8x16_t q = vld1q_u8(b.qs);
@@ -89,7 +112,7 @@ struct Q5_0W {
   }
 };
 
-struct Q8_0W {
+struct Q8_0W : HalfScale {
   using Block = block_q8_0;
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
     lo = vld1q_s8(b.qs);
@@ -99,7 +122,7 @@ struct Q8_0W {
 
 // q4_1 / q5_1: unsigned weights q and a min m; the activations' s = d_x sum x
 // carries the min's term.
-struct Q4_1W {
+struct Q4_1W : HalfScale {
   using Block = block_q4_1;
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
     const uint8x16_t q = vld1q_u8(b.qs);
@@ -108,7 +131,7 @@ struct Q4_1W {
   }
 };
 
-struct Q5_1W {
+struct Q5_1W : HalfScale {
   using Block = block_q5_1;
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
     const uint8x16_t q = vld1q_u8(b.qs);
@@ -117,6 +140,21 @@ struct Q5_1W {
     lo = s8(vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), h0));
     hi = s8(vorrq_u8(vshrq_n_u8(q, 4), h1));
   }
+};
+
+// MXFP4: the E2M1 codes through a 16-byte table (tbl) to kMxfp4Values, the
+// int8 values the reference multiplies; the E8M0 exponent as the scale.
+struct Mxfp4W {
+  using Block = block_mxfp4;
+  using Scale = uint8_t;
+  static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
+    const int8x16_t values = vld1q_s8(kMxfp4Values);
+    const uint8x16_t q = vld1q_u8(b.qs);
+    lo = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
+    hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+  }
+  static Scale scale(const Block& b) { return b.e; }
+  static float32x4_t scales4(const Scale e[4]) { return e8m0_half4(e); }
 };
 
 template <typename W, typename X>
@@ -128,8 +166,11 @@ inline int32x4_t block_dot(const typename W::Block& w, const X& x) {
 
 // sum_b d_w d_x isum_b (+ m_w s_x for the types with a min), four blocks a
 // step: lane k of the accumulator takes blocks k, k + 4, ...; blocks past the
-// end are zeros with zero scales. The i8mm tiles (neon_i8mm.cpp) repeat this
-// float sequence per (row, token), so their values equal this dot's.
+// end are zeros with zero scales (d_x = 0: MXFP4's e = 0 is not a zero).
+// Each lane's first term is the reference's d_w d_x isum_b to the bit (one
+// rounding of an exact product; inf and NaN where the reference has them).
+// The i8mm tiles (neon_i8mm.cpp) repeat this float sequence per (row,
+// token), so their values equal this dot's.
 template <typename W, typename X>
 float dot_q32(const void* wv, const void* xv, int64_t n) {
   using Block = typename W::Block;
@@ -140,11 +181,12 @@ float dot_q32(const void* wv, const void* xv, int64_t n) {
   float32x4_t acc = vdupq_n_f32(0.0f);
   for (int64_t b = 0; b < nb; b += 4) {
     int32x4_t s[4];
-    uint16_t dw[4] = {}, dx[4] = {}, mw[4] = {}, sx[4] = {};
+    typename W::Scale dw[4] = {};
+    uint16_t dx[4] = {}, mw[4] = {}, sx[4] = {};
     for (int k = 0; k < 4; ++k) {
       if (b + k < nb) {
         s[k] = block_dot<W>(w[b + k], x[b + k]);
-        dw[k] = w[b + k].d;
+        dw[k] = W::scale(w[b + k]);
         dx[k] = x[b + k].d;
         if constexpr (kMin) {
           mw[k] = w[b + k].m;
@@ -154,8 +196,7 @@ float dot_q32(const void* wv, const void* xv, int64_t n) {
         s[k] = vdupq_n_s32(0);
       }
     }
-    const float32x4_t scale =
-        vmulq_f32(h2f4(dw[0], dw[1], dw[2], dw[3]), h2f4(dx[0], dx[1], dx[2], dx[3]));
+    const float32x4_t scale = vmulq_f32(W::scales4(dw), h2f4(dx[0], dx[1], dx[2], dx[3]));
     acc = vfmaq_f32(acc, vcvtq_f32_s32(sum4(s[0], s[1], s[2], s[3])), scale);
     if constexpr (kMin)
       acc = vfmaq_f32(acc, h2f4(mw[0], mw[1], mw[2], mw[3]), h2f4(sx[0], sx[1], sx[2], sx[3]));
@@ -359,6 +400,7 @@ inline void add_neon_int_dots(KernelTable& t) {
   t.dot[slot(DType::Q4_K)] = dot_q4_K;
   t.dot[slot(DType::Q5_K)] = dot_q5_K;
   t.dot[slot(DType::Q6_K)] = dot_q6_K;
+  t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
 }
 
 }  // namespace

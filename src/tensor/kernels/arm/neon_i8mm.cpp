@@ -52,12 +52,13 @@ void tile_2x2(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stri
   float32x4_t acc[2][2] = {{vdupq_n_f32(0), vdupq_n_f32(0)}, {vdupq_n_f32(0), vdupq_n_f32(0)}};
   for (int64_t b = 0; b < nb; b += 4) {
     int32x4_t m[4];
-    uint16_t dw[2][4] = {}, dx[2][4] = {};
+    typename W::Scale dw[2][4] = {};
+    uint16_t dx[2][4] = {};
     for (int k = 0; k < 4; ++k) {
       if (b + k < nb) {
         m[k] = block_2x2<W>(wr[0][b + k], wr[1][b + k], xt[0][b + k], xt[1][b + k]);
         for (int i = 0; i < 2; ++i) {
-          dw[i][k] = wr[i][b + k].d;
+          dw[i][k] = W::scale(wr[i][b + k]);
           dx[i][k] = xt[i][b + k].d;
         }
       } else {
@@ -74,7 +75,7 @@ void tile_2x2(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stri
                                {zip(t01, t23, true), zip(u01, u23, true)}};
     float32x4_t fw[2], fx[2];
     for (int i = 0; i < 2; ++i) {
-      fw[i] = h2f4(dw[i][0], dw[i][1], dw[i][2], dw[i][3]);
+      fw[i] = W::scales4(dw[i]);
       fx[i] = h2f4(dx[i][0], dx[i][1], dx[i][2], dx[i][3]);
     }
     for (int r = 0; r < 2; ++r)
@@ -115,9 +116,11 @@ void add_neon_i8mm_kernels(KernelTable& t) {
   t.dot[slot(DType::Q4_0)] = dot_q32<Q4_0W, block_q8_0>;
   t.dot[slot(DType::Q5_0)] = dot_q32<Q5_0W, block_q8_0>;
   t.dot[slot(DType::Q8_0)] = dot_q32<Q8_0W, block_q8_0>;
+  t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
   t.tile[slot(DType::Q4_0)] = tile<Q4_0W>;
   t.tile[slot(DType::Q5_0)] = tile<Q5_0W>;
   t.tile[slot(DType::Q8_0)] = tile<Q8_0W>;
+  t.tile[slot(DType::MXFP4)] = tile<Mxfp4W>;
 }
 
 }  // namespace colibri

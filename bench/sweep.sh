@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Decode speed against the memory limit: bench/stream.sh at each limit (cold
 # start, cgroup v1), one line per limit with the speed, the disk traffic and
-# the streaming bound (what the disk allows at that traffic), then the disk's
-# own speed from fio (random 2 MiB O_DIRECT reads of the model file, depth 32).
+# the streaming bound (what the disk allows at that traffic), from the disk's
+# own speed as fio reads the model file (random O_DIRECT reads of one expert
+# matrix each, depth 32).
 #
 #   bench/sweep.sh MODEL.gguf "2G 3G 4G 6G 8G" [colibri run flags...]
 #   bench/sweep.sh olmoe-q4_0.gguf "1536M 2G 3G 4G 5G" -n 128 --temp 1 -s 1 -t 2 --no-history
@@ -10,10 +11,15 @@ set -euo pipefail
 model=$1 limits=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
-disk_gb_s=$(fio --name=sweep --filename="$model" --readonly --direct=1 --rw=randread --bs=2M \
-  --iodepth=32 --ioengine=libaio --runtime=8 --time_based --output-format=terse 2>/dev/null |
+bin=${COLIBRI:-$here/../build/colibri}
+# The disk's speed at the reads the store issues: one per expert matrix (a
+# slab's gate, up or down), random, O_DIRECT, 32 in flight.
+slab_mib=$("$bin" plan -m "$model" --mem 64G --no-history 2>/dev/null | grep -o 'slots x [0-9.]* MiB' | head -1 | awk '{print $3}')
+part_kib=$(awk -v s="${slab_mib:-6}" 'BEGIN { k = int(s * 1024 / 3 / 4 + 0.5) * 4; if (k < 4) k = 4; print k }')
+disk_gb_s=$(fio --name=sweep --filename="$model" --readonly --direct=1 --rw=randread --bs="${part_kib}k" \
+  --iodepth=32 --ioengine=libaio --runtime=10 --time_based --output-format=terse 2>/dev/null |
   awk -F';' '{printf "%.2f", $7 * 1024 / 1e9}')
-echo "disk (fio, random 2 MiB O_DIRECT reads, depth 32): $disk_gb_s GB/s"
+echo "disk (fio, random ${part_kib} KiB O_DIRECT reads (one expert matrix), depth 32, 10 s): $disk_gb_s GB/s"
 printf '| limit | tok/s | first token | hit %% | MB/token from disk | disk GB/s in run | streaming bound tok/s | cache slots | peak usage |\n'
 printf '|---|---|---|---|---|---|---|---|---|\n'
 for lim in $limits; do

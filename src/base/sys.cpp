@@ -63,6 +63,26 @@ bool direct_reads_work(int fd) {
   return ok;
 }
 
+void* map_anonymous(size_t bytes, bool huge_pages) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t extra = huge_pages ? kHuge : 0;
+  void* m = mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  if (!huge_pages) return m;
+  // Trim the mapping to a 2 MiB-aligned start; the slack goes back.
+  auto* base = static_cast<uint8_t*>(m);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(base);
+  uint8_t* p = base + ((kHuge - a % kHuge) % kHuge);
+  const size_t page = page_size(), used = (bytes + page - 1) / page * page;
+  if (p > base) munmap(base, static_cast<size_t>(p - base));
+  uint8_t* end = base + bytes + extra;
+  if (p + used < end) munmap(p + used, static_cast<size_t>(end - (p + used)));
+#ifdef MADV_HUGEPAGE
+  madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
 void populate_pages(void* p, size_t bytes) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14

@@ -33,5 +33,11 @@ bool direct_reads_work(int fd);
 // now (MADV_POPULATE_WRITE, or a write per page where the kernel lacks it),
 // so later reads into it, O_DIRECT ones included, do not fault page by page.
 void populate_pages(void* p, size_t bytes);
+// A private anonymous mapping of `bytes`, untouched (nullptr on failure,
+// errno set). huge_pages: starts on a 2 MiB boundary and asks for
+// transparent huge pages (MADV_HUGEPAGE; a hint the kernel may ignore), so
+// first touching it costs one fault per 2 MiB instead of one per page.
+// Release it with munmap(p, bytes).
+void* map_anonymous(size_t bytes, bool huge_pages);
 
 }  // namespace colibri

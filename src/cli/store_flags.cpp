@@ -23,6 +23,10 @@ void add_store_flags(CLI::App* app, ExpertStoreOptions* o) {
   app->add_flag("--prefetch,!--no-prefetch", o->prefetch,
                 "load the experts the next layer's router predicts while this layer computes")
       ->capture_default_str();
+  app->add_option("--prefetch-top", o->prefetch_top,
+                  "of each token's guessed experts, load only its N likeliest (0: all it uses)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app->add_flag("--o-direct,!--no-o-direct", o->o_direct,
                 "read weights with O_DIRECT (else buffered reads dropped from the page cache)")
       ->capture_default_str();

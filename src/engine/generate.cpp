@@ -118,7 +118,9 @@ std::string format_summary(const GenerateResult& r, const EngineStats& s) {
                      tokens > 0 ? x.bytes_read / tokens / 1e6 : 0.0,
                      x.read_busy_s > 0 ? x.bytes_read / x.read_busy_s / 1e9 : 0.0, x.io_wait_s);
     if (x.pred_acquires > 0)
-      out += strprintf(", prefetch recall %.1f%%", 100.0 * x.pred_hits / x.pred_acquires);
+      out += strprintf(", prefetch recall %.1f%%, %llu guessed loads (%.1f%% used)",
+                       100.0 * x.pred_hits / x.pred_acquires, static_cast<unsigned long long>(x.pred_loads),
+                       x.pred_loads ? 100.0 * x.pred_loads_used / x.pred_loads : 0.0);
     if (x.warm_loads > 0)
       out += x.warm_done_s > 0
                  ? strprintf(", warm-up read %llu experts in %.2f s", static_cast<unsigned long long>(x.warm_loads),

@@ -68,7 +68,7 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   usage_.assign(static_cast<size_t>(cfg.n_layer) * std::max(cfg.n_expert, 1), 0);
   if (store.wants_prediction() && cfg.is_moe())
     predictor_ = std::make_unique<ExpertPredictor>(cfg.n_embd, cfg.n_expert, cfg.n_expert_used,
-                                                   cfg.rms_eps, precision);
+                                                   cfg.rms_eps, precision, store.prediction_top());
 
   // The widest input any matrix takes, and the most bytes its activations
   // need in any weight type of this model.
@@ -190,19 +190,6 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     for (int t = 0; t < n; ++t)
       for (int i = 0; i < E; ++i) x_[t * E + i] += out_[t * E + i];
 
-    // Before this layer's FFN runs, guess which experts the next layer will
-    // route to, from the residual stream as it stands, so their loads
-    // overlap this layer's compute.
-    if (predictor_ && l + 1 < cfg_.n_layer && w_.layers[l + 1].moe) {
-      const LayerWeights& next = w_.layers[l + 1];
-      RouterOptions ro = route_opts_;
-      ro.selection_bias = reinterpret_cast<const float*>(next.exp_probs_b.data);
-      std::span<const int> guess =
-          predictor_->predict(x_.data(), n, reinterpret_cast<const float*>(next.ffn_norm.data), next.router,
-                              reinterpret_cast<const float*>(next.router_b.data), ro);
-      store_.prefetch_predicted(l + 1, guess);
-    }
-
     double io0 = 0;
     if (lt) {
       lt->ffn_begin = now_seconds();
@@ -255,6 +242,17 @@ std::string StepTimeline::format(double t0) const {
   return s;
 }
 
+void Transformer::predict_next(int l, int n) {
+  if (!predictor_ || l + 1 >= cfg_.n_layer || !w_.layers[l + 1].moe) return;
+  const LayerWeights& next = w_.layers[l + 1];
+  RouterOptions ro = route_opts_;
+  ro.selection_bias = reinterpret_cast<const float*>(next.exp_probs_b.data);
+  std::span<const int> guess =
+      predictor_->predict(x_.data(), n, reinterpret_cast<const float*>(next.ffn_norm.data), next.router,
+                          reinterpret_cast<const float*>(next.router_b.data), ro);
+  store_.prefetch_predicted(l + 1, guess);
+}
+
 void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                             const float* x, int n, float* out, const TensorView* next) {
   const int E = cfg_.n_embd;
@@ -297,10 +295,12 @@ void Transformer::add_down_bias(int l, int e, float* y, int m) {
 
 void Transformer::ffn_block(int l, int n, RoutingTrace* trace) {
   const LayerWeights& L = w_.layers[l];
-  if (L.moe)
+  if (L.moe) {
     moe_ffn(l, n, trace);
-  else
+  } else {
+    predict_next(l, n);
     dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, h_.data(), n, out_.data(), after_layer(l));
+  }
 }
 
 void Transformer::run_experts(int l, int n, const int* experts, int count, const TensorView* next) {
@@ -438,6 +438,10 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   for (int e = 0; e < X; ++e)
     if (group_count_[e] > 0) distinct_[n_distinct++] = e;
   store_.prefetch(l, std::span<const int>(distinct_.data(), n_distinct));
+  // Then guess the next layer's, from the residual stream as it stands
+  // (this layer's FFN has not added to it yet), so their loads overlap this
+  // layer's compute and queue behind this layer's own.
+  predict_next(l, n);
 
   // 2. The routed experts in chunks, each chunk's products as two parallel
   // jobs. Experts already in memory go first, in chunks as large as the

@@ -118,6 +118,9 @@ class Transformer {
   // Hints the thread pool that w's first rows are the next parallel job's
   // (ThreadPool::prefetch_next); null or unloaded w: nothing.
   void prefetch_next(const TensorView* w);
+  // Guesses layer l + 1's experts from the residual stream after layer l's
+  // attention and hands them to the store (when it wants guesses).
+  void predict_next(int l, int n);
   // The first weights layer l + 1 reads (the output matrix after the last).
   const TensorView* after_layer(int l) const;
   // y (n rows of w's outputs, stride y_stride) = w . x (n rows, stride x_stride)

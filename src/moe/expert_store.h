@@ -54,6 +54,8 @@ struct ExpertStoreStats {
   uint64_t pred_experts = 0;    // experts named by predictions
   uint64_t pred_acquires = 0;   // acquires in layer visits that had a prediction
   uint64_t pred_hits = 0;       // of those, experts the prediction named
+  uint64_t pred_loads = 0;      // slabs read because a prediction named them
+  uint64_t pred_loads_used = 0; // of those, acquired before they were evicted
   // Memory that follows the context (set_kv_bytes): cache slots in use now
   // and at the start, and slots given back as the KV cache grew.
   int cache_slots = 0;
@@ -83,6 +85,9 @@ class ExpertStore {
   // routing (moe/predict.h); then the transformer passes each guess to
   // prefetch_predicted(), and the store scores it against what it acquires.
   virtual bool wants_prediction() const { return false; }
+  // How many of each token's guessed experts it wants (its likeliest
+  // first); 0: all n_expert_used.
+  virtual int prediction_top() const { return 0; }
   virtual void prefetch_predicted(int layer, std::span<const int> experts) {
     prefetch(layer, experts);
   }

@@ -179,6 +179,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   p.io = o.io;
   p.o_direct = o.o_direct;
   p.prefetch = o.prefetch;
+  p.prefetch_top = o.prefetch_top;
   p.n_expert = cfg.n_expert;
   p.n_expert_used = cfg.n_expert_used;
   p.other_bytes = other_bytes;
@@ -363,8 +364,12 @@ std::string Plan::describe() const {
     s += strprintf("expected: hit rate %.1f%%, disk reads %s per token (%s)\n", 100.0 * hit_rate,
                    sz(disk_bytes_per_token).c_str(),
                    from_history ? "from routing history" : "uniform routing");
+    const std::string guesses =
+        !prefetch ? "off"
+        : prefetch_top > 0 && prefetch_top < n_expert_used ? strprintf("on (each token's %d likeliest)", prefetch_top)
+                                                            : std::string("on");
     s += strprintf("I/O: %s, %s, next-layer prefetch %s%s\n", io.c_str(),
-                   o_direct ? "O_DIRECT" : "buffered + fadvise(DONTNEED)", prefetch ? "on" : "off",
+                   o_direct ? "O_DIRECT" : "buffered + fadvise(DONTNEED)", guesses.c_str(),
                    warm ? "; every expert read in the background at start" : "");
   }
   if (!history_path.empty()) s += strprintf("routing history: %s\n", history_path.c_str());
@@ -384,6 +389,7 @@ class PlacedStore : public ExpertStore {
   void release(int layer, int expert) override { inner_->release(layer, expert); }
   void prefetch(int layer, std::span<const int> experts) override { inner_->prefetch(layer, experts); }
   bool wants_prediction() const override { return inner_->wants_prediction(); }
+  int prediction_top() const override { return inner_->prediction_top(); }
   void prefetch_predicted(int layer, std::span<const int> experts) override {
     inner_->prefetch_predicted(layer, experts);
   }
@@ -435,6 +441,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
     so.room = p.slot_room;
     so.policy = o.policy;
     so.predict = p.prefetch;
+    so.predict_top = o.prefetch_top;
     so.o_direct = o.o_direct;
     so.io = o.io;
     so.io_depth = o.io_depth;

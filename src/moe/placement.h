@@ -31,6 +31,11 @@ struct ExpertStoreOptions {
   uint64_t mem_budget = 0;  // bytes; 0: the cgroup limit or MemAvailable, less the overhead
   std::string policy = kDefaultCachePolicy;  // "lru" | "lfu-decay"
   bool prefetch = true;     // load the next layer's predicted experts early
+  // Of each token's guesses, its likeliest this many (0: all n_expert_used).
+  // A wrong guess costs a whole slab's read: on the disk-bound runs of
+  // docs/STREAMING.md all eight of OLMoE's guesses cost 25-30% of decode
+  // speed, the two likeliest (86-95% of them used) about nothing.
+  int prefetch_top = 2;
   // Defaults measured here (docs/STREAMING.md): O_DIRECT with pread threads
   // was fastest; O_DIRECT falls back to buffered reads where unsupported.
   bool o_direct = true;     // read experts and dense weights with O_DIRECT (else buffered + fadvise DONTNEED)
@@ -77,6 +82,7 @@ struct Plan {
   double hit_rate = 0;              // expected
   std::string policy, io;
   bool o_direct = false, prefetch = false;
+  int prefetch_top = 0;        // ExpertStoreOptions::prefetch_top
   std::string notes;           // fallbacks the store took
   std::vector<int32_t> pinned; // keys (layer * n_expert + expert)
 

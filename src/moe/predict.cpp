@@ -10,9 +10,9 @@
 namespace colibri {
 
 ExpertPredictor::ExpertPredictor(int n_embd, int n_expert, int n_expert_used, float rms_eps,
-                                 Precision precision)
-    : n_embd_(n_embd), n_expert_(n_expert), k_(n_expert_used), rms_eps_(rms_eps),
-      precision_(precision) {
+                                 Precision precision, int top)
+    : n_embd_(n_embd), n_expert_(n_expert), k_(n_expert_used),
+      top_(top > 0 ? std::min(top, n_expert_used) : n_expert_used), rms_eps_(rms_eps), precision_(precision) {
   CLB_CHECK(n_expert >= 1 && n_expert_used >= 1 && n_expert_used <= n_expert,
             "cannot predict %d of %d experts", n_expert_used, n_expert);
   const int64_t padded = 256 * ((n_embd + 255) / 256);
@@ -46,7 +46,7 @@ std::span<const int> ExpertPredictor::predict(const float* x, int n, const float
     if (router_bias)
       for (int e = 0; e < n_expert_; ++e) logits_[e] += router_bias[e];
     route(logits_.data(), ro, probs_.data(), ids_.data(), wts_.data());
-    for (int j = 0; j < k_; ++j) seen_[ids_[j]] = 1;
+    for (int j = 0; j < top_; ++j) seen_[ids_[j]] = 1;
   }
   int m = 0;
   for (int e = 0; e < n_expert_; ++e)

@@ -20,19 +20,21 @@ namespace colibri {
 
 class ExpertPredictor {
  public:
-  // Buffers are sized here; predict() does not allocate.
-  ExpertPredictor(int n_embd, int n_expert, int n_expert_used, float rms_eps, Precision precision);
+  // Buffers are sized here; predict() does not allocate. top: each token
+  // names only its `top` likeliest experts (0: all n_expert_used).
+  ExpertPredictor(int n_embd, int n_expert, int n_expert_used, float rms_eps, Precision precision,
+                  int top = 0);
 
   // x: n rows of n_embd floats (stride n_embd), the residual stream.
   // norm: the next layer's ffn_norm (n_embd, F32); router: its ffn_gate_inp
   // (n_expert, n_embd); router_bias its bias (n_expert) or null; ro the
-  // layer's routing. Returns the distinct experts any token would pick,
-  // ascending; valid until the next call.
+  // layer's routing. Returns the distinct experts among each token's `top`
+  // likeliest picks, ascending; valid until the next call.
   std::span<const int> predict(const float* x, int n, const float* norm, const TensorView& router,
                                const float* router_bias, const RouterOptions& ro);
 
  private:
-  int n_embd_, n_expert_, k_;
+  int n_embd_, n_expert_, k_, top_;
   float rms_eps_;
   Precision precision_;
   AlignedBuffer<float> xn_;      // (n_embd) normed row

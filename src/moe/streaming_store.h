@@ -54,6 +54,7 @@ struct StreamingOptions {
   uint64_t room = 0;             // > 0: bytes for cache slots and the KV cache together (set_kv_bytes)
   std::string policy = kDefaultCachePolicy;
   bool predict = false;          // wants_prediction(): load guessed experts of the next layer
+  int predict_top = 0;           // prediction_top(): each token's likeliest guesses only (0: all)
   bool o_direct = false;         // read around the page cache where the file system allows
   size_t io_align = 0;           // O_DIRECT and slot alignment; 0: the page size (tests simulate 64 KiB)
   std::string io = "uring";      // "uring" | "pread"
@@ -79,6 +80,7 @@ class StreamingExpertStore : public ExpertStore {
   void release(int layer, int expert) override;
   void prefetch(int layer, std::span<const int> experts) override;
   bool wants_prediction() const override { return predict_; }
+  int prediction_top() const override { return predict_top_; }
   void prefetch_predicted(int layer, std::span<const int> experts) override;
   // Every cache slot may be in use at once (pinned experts need none).
   int max_held() const override;
@@ -113,6 +115,7 @@ class StreamingExpertStore : public ExpertStore {
     State state = State::kEmpty;
     bool pinned = false;
     bool failed = false;   // a part failed; set while loading
+    bool guessed = false;  // loaded for a prediction, not acquired since
     int users = 0;         // acquire() without release()
     int pending = 0;       // parts in flight
     uint64_t visit = 0;    // layer visit of the last touch
@@ -144,6 +147,7 @@ class StreamingExpertStore : public ExpertStore {
   int fd_ = -1, direct_fd_ = -1;
   struct timespec mtime_ {};
   bool predict_;
+  int predict_top_;
   std::string notes_;
   std::string history_path_;
 

@@ -62,6 +62,7 @@ int bench(BenchArgs& a) {
 
   a.engine.n_ctx = std::max(a.engine.n_ctx, a.n_prompt + a.n_gen + 1);
   Engine e(a.engine);
+  e.store().wait_warm();  // timed rounds read nothing in the background
   const ModelConfig& c = e.config();
   const double per_tok = decode_bytes_per_token(c, e.weights());
   const double macs_per_tok = prompt_macs_per_token(c, e.weights());

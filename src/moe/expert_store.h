@@ -110,6 +110,10 @@ class ExpertStore {
   // be read. Throws Error if their load failed.
   static constexpr int kAllDense = 1 << 30;
   virtual void wait_dense(int stage) {}
+  // Returns once the background read of every expert (the warm-up of a
+  // cache that holds them all) has finished, at once where there is none:
+  // benchmarks time a warm store.
+  virtual void wait_warm() {}
   // Bytes of dense weights read so far and in all (a progress display polls
   // it); false where the store loads none itself.
   virtual bool dense_progress(uint64_t* done, uint64_t* total) const { return false; }

@@ -402,6 +402,7 @@ class PlacedStore : public ExpertStore {
   const char* name() const override { return inner_->name(); }
   void set_kv_bytes(uint64_t bytes) override { inner_->set_kv_bytes(bytes); }
   void wait_dense(int stage) override { arena_.wait(stage); }
+  void wait_warm() override { inner_->wait_warm(); }
   bool dense_progress(uint64_t* done, uint64_t* total) const override {
     arena_.progress(done, total);
     return true;

@@ -178,6 +178,7 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   for (int i = 0; i < n_pinned_; ++i)
     CLB_CHECK(slots_[i].state != State::kFailed, "%s: loading pinned expert %d: %s", path.c_str(),
               slots_[i].key, slots_[i].error);
+  warm_over_ = !o.warm_when;
   lock.unlock();
   if (o.warm_when)
     warm_ = std::jthread([this, when = o.warm_when](std::stop_token stop) { warm(stop, when); });
@@ -186,6 +187,13 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
 void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()>& when) {
   const double t0 = now_seconds();
   std::unique_lock<std::mutex> lock(mu_);
+  struct Over {  // however the warm-up ends, waiters go on
+    StreamingExpertStore* s;
+    ~Over() {
+      s->warm_over_ = true;
+      s->cv_.notify_all();
+    }
+  } over{this};
   // Polled, so that a store destroyed before the gate opens (a short run)
   // does not wait for it.
   while (!warm_stop_ && !stop.stop_requested()) {
@@ -474,6 +482,11 @@ void StreamingExpertStore::prefetch_predicted(int layer, std::span<const int> ex
 int StreamingExpertStore::max_held() const {
   std::lock_guard<std::mutex> lock(mu_);
   return active_;
+}
+
+void StreamingExpertStore::wait_warm() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return warm_over_; });
 }
 
 void StreamingExpertStore::set_kv_bytes(uint64_t bytes) {

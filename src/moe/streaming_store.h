@@ -85,6 +85,7 @@ class StreamingExpertStore : public ExpertStore {
   // Every cache slot may be in use at once (pinned experts need none).
   int max_held() const override;
   void set_kv_bytes(uint64_t bytes) override;
+  void wait_warm() override;
   // Uses cache slots [0, n) of the n_slots() (at least one); retires the
   // rest as set_kv_bytes does. Called with nothing acquired.
   void set_cache_slots(int n);
@@ -192,6 +193,7 @@ class StreamingExpertStore : public ExpertStore {
   uint64_t now_ = 0;      // acquire ticks, the policy's clock
   ExpertStoreStats stats_;
   bool warm_stop_ = false;  // under mu_: the warm-up ends
+  bool warm_over_ = true;   // under mu_: no warm-up is running (none, finished or stopped)
   std::jthread warm_;       // started last, stopped first
 };
 

@@ -159,8 +159,7 @@ TEST(StreamingStore, WarmUpReadsEveryExpertOnceTheGateOpens) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(store.stats().loads, 0u) << "read before the gate opened";
   open = true;
-  for (int i = 0; i < 2000 && store.stats().warm_done_s == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  store.wait_warm();
   const ExpertStoreStats s = store.stats();
   ASSERT_GT(s.warm_done_s, 0) << "the warm-up did not finish";
   EXPECT_EQ(s.warm_loads, 16u);

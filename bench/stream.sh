@@ -36,3 +36,6 @@ end=$(date +%s.%N)
 grep -v '^$' /tmp/colibri-stream.err | tail -3
 echo "exit $rc, wall $(echo "$end - $start" | bc) s"
 echo "cgroup: max_usage $(numfmt --to=iec $(cat $cg/memory.max_usage_in_bytes)) of limit $limit, failcnt $(cat $cg/memory.failcnt), $(grep oom_kill $cg/memory.oom_control || echo 'oom_kill ?')"
+# Reclaim near the limit shows as major faults (pages of the binary and the
+# mapped metadata read again) and as a failcnt above 0.
+echo "cgroup: $(awk '$1 == "total_pgmajfault" || $1 == "total_cache" || $1 == "total_rss" || $1 == "total_mapped_file" { printf "%s %s  ", $1, $2 }' $cg/memory.stat)"

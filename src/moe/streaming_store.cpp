@@ -122,12 +122,14 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   pool_ = static_cast<uint8_t*>(p);
   populate_end_ = pool_bytes_;
   populate_ = std::jthread([this](std::stop_token stop) {
-    // Only idle CPU: first touch of fresh memory is costly (a VM backs each
-    // page on its first write: 0.5-0.9 GB/s here), and at nice 10 it still
-    // took a share of the cores the forward pass computes on.
+    // On idle CPU only, the whole pool ahead of the loads (see populate_);
+    // where SCHED_IDLE is refused, at nice 10 and kPopulateAhead ahead.
     sched_param idle{};
-    if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0)  // this thread only (Linux)
+    size_t ahead = pool_bytes_;
+    if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0) {  // this thread only (Linux)
       setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+      ahead = kPopulateAhead;
+    }
     // Small steps: faulting holds the address space's lock, and every mmap
     // (a new thread's stack, a buffer) waits for the step in progress.
     constexpr size_t kChunk = 1u << 20;
@@ -136,14 +138,14 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
       {
         // From the first load on (before it, the engine is still mapping its
         // buffers and starting threads, and each mmap would wait for this
-        // thread's faults), no further ahead than kPopulateAhead, and only
-        // in active slots.
+        // thread's faults), no further ahead than `ahead`, and only in
+        // active slots.
         std::unique_lock<std::mutex> lock(populate_mu_);
         if (!populate_cv_.wait(lock, stop, [&] {
-              return frontier_ > 0 && frontier_ * slot_bytes_ + kPopulateAhead > at && at < populate_end_;
+              return frontier_ > 0 && frontier_ * slot_bytes_ + ahead > at && at < populate_end_;
             }))
           return;
-        n = std::min({kChunk, populate_end_ - at, frontier_ * slot_bytes_ + kPopulateAhead - at});
+        n = std::min({kChunk, populate_end_ - at, frontier_ * slot_bytes_ + ahead - at});
         populating_ = true;
       }
       populate_pages(pool_ + at, n);

@@ -159,14 +159,18 @@ class StreamingExpertStore : public ExpertStore {
   size_t align_ = 0;  // O_DIRECT offsets, lengths and slot starts: the page size, or io_align
   uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
   size_t pool_bytes_ = 0;
-  // Faults the pool in, in slot order (the order empty slots are filled), at
-  // low priority, from the first load on, up to kPopulateAhead past the
-  // highest slot a load has used: first touch of fresh memory costs about as
-  // much CPU as a fast disk read of it, better spent ahead of the I/O threads
-  // than on them once the prompt waits for experts, and no further ahead
-  // than the loads need (slots a short run never uses stay untouched: a
-  // first prompt at an 8 GiB limit reached its first token in 2.7-2.8 s with
-  // 256 MiB ahead, 3.2-4.6 s with 1 GiB).
+  // Faults the pool in, in slot order (the order empty slots are filled),
+  // from the first load on, at idle priority (SCHED_IDLE): the whole pool,
+  // ahead of the loads. First touch of fresh memory costs about as much CPU
+  // as a fast disk read of it (a VM backs each page on its first write),
+  // better spent while the cores wait than inside the I/O threads' O_DIRECT
+  // reads, where it slowed the reads and took the cores the forward pass
+  // computes on: Qwen3-30B-A3B Q4_0 at an 8 GiB limit decoded 6.4-8.8 tok/s
+  // with 256 MiB populated ahead at nice 10, 10.3-12.0 with this. Where
+  // SCHED_IDLE is refused, at nice 10 and no further than kPopulateAhead
+  // past the highest slot a load has used (at nice 10 a first prompt at 8
+  // GiB reached its first token in 2.7-2.8 s with 256 MiB ahead, 3.2-4.6 s
+  // with 1 GiB).
   static constexpr size_t kPopulateAhead = size_t{256} << 20;
   std::mutex populate_mu_;
   std::condition_variable_any populate_cv_;

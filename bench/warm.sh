@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Time to full speed of `colibri serve` from a cold page cache: the server is
-# started, and one 128-token greedy completion after another is timed by the
-# client from the moment the server answers /health, until two in a row are
-# within 5% of each other. Where every expert fits, the store reads them all
+# started, and one 128-token completion after another (sampled, temperature 1,
+# a new seed and prompt each, so each routes to experts of its own) is timed
+# by the client from the moment the server answers /health; REQUESTS of them
+# (default 8). Where every expert fits, the store reads them all
 # in the background at start (--warm, the default); --no-warm reads each one
 # when a token first routes to it.
 #
@@ -23,17 +24,16 @@ trap 'kill $pid 2>/dev/null || true' EXIT
 until curl -sf "http://127.0.0.1:$port/health" > /dev/null; do sleep 0.05; done
 up=$(date +%s.%N)
 echo "server up after $(echo "$up - $start" | bc) s"
-prev=0
-for i in $(seq 1 12); do
+prompts=("The history of the" "Once upon a time" "In the beginning" "The river ran" "She opened the door" \
+  "Numbers and letters" "A long way from home" "The last train")
+for i in $(seq 1 "${REQUESTS:-8}"); do
   t0=$(date +%s.%N)
   n=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-    -d '{"prompt": "The history of the", "max_tokens": 128, "temperature": 0, "ignore_eos": true}' |
+    -d "{\"prompt\": \"${prompts[$(( (i - 1) % ${#prompts[@]} ))]}\", \"max_tokens\": 128, \"temperature\": 1, \"seed\": $i, \"ignore_eos\": true}" |
     grep -o '"completion_tokens":[0-9]*' | cut -d: -f2)
   t1=$(date +%s.%N)
   rate=$(echo "$n / ($t1 - $t0)" | bc -l)
   printf 'request %d: %s tokens, %.1f tok/s, done %.1f s after start\n' "$i" "$n" "$rate" "$(echo "$t1 - $start" | bc)"
-  if awk -v a="$rate" -v b="$prev" 'BEGIN { exit !(b > 0 && a < b * 1.05 && a > b * 0.95) }'; then break; fi
-  prev=$rate
 done
 curl -sf "http://127.0.0.1:$port/v1/colibri/stats" | grep -o '"warm[a-z_]*":[0-9.e+-]*' | tr '\n' ' '
 echo

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "base/sys.h"
 
 namespace colibri {
 
@@ -68,12 +69,37 @@ void ThreadPool::work(uint32_t job, int index) {
     // The job's fields are stable while this chunk is unfinished.
     const int64_t b = b0 * grain_, e = std::min((b0 + take) * grain_, n_);
     thunk_(ctx_, b, e, index);
+    if (trace_ && index < JobTrace::kMaxThreads) thread_end_[index] = now_seconds();
     done_.fetch_add(take, std::memory_order_release);
     s = claim_.load(std::memory_order_acquire);
   }
 }
 
+double ThreadPool::trace_begin() {
+  std::fill(std::begin(thread_end_), std::end(thread_end_), 0.0);
+  return now_seconds();
+}
+
+void ThreadPool::trace_end(double begin, bool alone) {
+  const double end = now_seconds();
+  JobTrace& t = *trace_;
+  if (t.n < t.jobs.size()) {
+    JobTrace::Job& j = t.jobs[t.n++];
+    j.begin = begin;
+    j.end = end;
+    j.what = next_what_;
+    j.bytes = next_bytes_;
+    for (int i = 0; i < JobTrace::kMaxThreads; ++i) j.thread_end[i] = thread_end_[i];
+    if (alone) j.thread_end[0] = end;
+  } else {
+    ++t.dropped;
+  }
+  next_what_ = nullptr;
+  next_bytes_ = 0;
+}
+
 void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
+  const double traced = trace_ ? trace_begin() : 0;
   thunk_ = thunk;
   ctx_ = ctx;
   n_ = n;
@@ -97,6 +123,7 @@ void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {
     cpu_relax();
     if (spins % 1024 == 0) std::this_thread::yield();
   }
+  if (trace_) trace_end(traced, false);
 }
 
 void ThreadPool::prefetch_next(const void* p, size_t bytes) {

@@ -30,6 +30,25 @@
 
 namespace colibri {
 
+// Every job of a stretch of work, timed from the calling thread (`colibri
+// bench --profile`): when it was published and done, what the caller named
+// it and how many bytes it said the job reads, and when each thread finished
+// its last chunk (0: took none). The gap before a job is the calling thread
+// working alone. Sized by the caller; jobs past the capacity are counted, not
+// recorded, so tracing never allocates.
+struct JobTrace {
+  static constexpr int kMaxThreads = 8;
+  struct Job {
+    double begin = 0, end = 0;
+    const char* what = nullptr;
+    uint64_t bytes = 0;
+    double thread_end[kMaxThreads] = {};
+  };
+  std::vector<Job> jobs;  // resized by the caller: the capacity
+  size_t n = 0;           // recorded
+  size_t dropped = 0;     // past the capacity
+};
+
 class ThreadPool {
  public:
   // n_threads counts the calling thread: 1 means no workers.
@@ -47,6 +66,13 @@ class ThreadPool {
   void prefetch_next(const void* p, size_t bytes);
   static constexpr size_t kPrefetchBytes = 256u << 10;
 
+  // Records every job from now on into *t (null: stop). The next job's name
+  // and the bytes it reads, for its record; both reset after each job.
+  void set_trace(JobTrace* t) { trace_ = t; }
+  JobTrace* trace() const { return trace_; }
+  void name_next(const char* what) { next_what_ = what; }
+  void note_next_bytes(uint64_t bytes) { next_bytes_ = bytes; }
+
   // fn(begin, end, thread_index) for chunks of [0, n); one thread may run
   // several chunks, one after the other. Chunks are multiples of `grain`
   // (except the last) so callers can keep blocks together. thread_index is in
@@ -55,7 +81,13 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     if (n <= 0) return;
     if (n_threads_ == 1 || n <= grain) {
-      fn(int64_t{0}, n, 0);
+      if (trace_) {
+        const double t0 = trace_begin();
+        fn(int64_t{0}, n, 0);
+        trace_end(t0, true);
+      } else {
+        fn(int64_t{0}, n, 0);
+      }
       return;
     }
     run(n, grain, &invoke<std::remove_reference_t<Fn>>, &fn);
@@ -68,6 +100,10 @@ class ThreadPool {
     (*static_cast<Fn*>(ctx))(b, e, t);
   }
   void run(int64_t n, int64_t grain, Thunk thunk, void* ctx);
+  // The clock at a job's start, and its record at the end (`alone`: the
+  // calling thread ran all of it).
+  double trace_begin();
+  void trace_end(double begin, bool alone);
   void worker(int index);
   // Claims and runs chunks of job `job` until none is left.
   void work(uint32_t job, int index);
@@ -103,6 +139,13 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t grain_ = 1;
   int64_t n_blocks_ = 0;
+  // Tracing: the caller's record and names, each thread's end of the
+  // current job (written before its last done_ increment, so the caller
+  // reads it after the job).
+  JobTrace* trace_ = nullptr;
+  const char* next_what_ = nullptr;
+  uint64_t next_bytes_ = 0;
+  double thread_end_[JobTrace::kMaxThreads] = {};
 };
 
 }  // namespace colibri

@@ -26,58 +26,78 @@ double decode_bytes_per_token(const ModelConfig& c, const ModelWeights& w) {
 }
 
 ReadProbe probe_read(int n_threads, size_t bytes, int passes) {
-  CLB_CHECK(n_threads >= 1 && passes >= 1 && bytes >= (size_t{1} << 20),
-            "bandwidth probe: needs a thread, a pass and at least 1 MiB (got %d, %d, %zu)", n_threads, passes,
-            bytes);
+  BandwidthProbe probe(n_threads, bytes);
+  return probe.measure(passes);
+}
+
+BandwidthProbe::BandwidthProbe(int n_threads, size_t bytes)
+    : pool_(std::max(n_threads, 1)), n_threads_(n_threads) {
+  CLB_CHECK(n_threads >= 1 && bytes >= (size_t{1} << 20),
+            "bandwidth probe: needs a thread and at least 1 MiB (got %d, %zu)", n_threads, bytes);
   // Whole 4 KiB blocks per thread, so every stream's blocks are 256-byte multiples.
-  constexpr size_t kBlock = 4096;
   const size_t blocks_per_thread = bytes / kBlock / static_cast<size_t>(n_threads);
-  CLB_CHECK(blocks_per_thread >= kProbeStreams, "bandwidth probe: %zu bytes is too small for %d threads",
-            bytes, n_threads);
-  const size_t share = blocks_per_thread * kBlock, n = share * static_cast<size_t>(n_threads) / 8;
-  AlignedBuffer<uint64_t> buf(n);
-  ThreadPool pool(n_threads);
-  pool.parallel_for(static_cast<int64_t>(n), 4096, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
+  CLB_CHECK(blocks_per_thread >= kProbeStreams,
+            "bandwidth probe: %zu bytes is too small for %d threads", bytes, n_threads);
+  share_ = blocks_per_thread * kBlock;
+  words_ = share_ * static_cast<size_t>(n_threads) / 8;
+  buf_.resize(words_);
+  // Every page written before any pass (no page fault is timed), each thread
+  // its own share, as it reads it.
+  pool_.parallel_for(n_threads, 1, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (size_t i = t * share_ / 8; i < (t + 1) * share_ / 8; ++i)
+        buf_[i] = static_cast<uint64_t>(i);
   });
-  std::vector<uint64_t> sums(n_threads);
-  // One pass: each thread reads its share, front to back in one stream, or
-  // as kProbeStreams sub-ranges a block of each in turn.
-  auto pass = [&](int streams) {
-    const double t0 = now_seconds();
-    pool.parallel_for(n_threads, 1, [&](int64_t t0_, int64_t t1_, int) {
-      for (int64_t t = t0_; t < t1_; ++t) {
-        const uint8_t* base = reinterpret_cast<const uint8_t*>(buf.data()) + static_cast<size_t>(t) * share;
-        uint64_t s = 0;
-        if (streams == 1) {
-          s = read_sum(base, share);
-        } else {
-          const size_t sub = share / kBlock / streams * kBlock;
-          for (size_t at = 0; at < sub; at += kBlock)
-            for (int k = 0; k < streams; ++k) s += read_sum(base + k * sub + at, kBlock);
-          s += read_sum(base + streams * sub, share - streams * sub);  // the remainder
-        }
-        sums[t] += s;
+  sums_.assign(n_threads, 0);
+}
+
+double BandwidthProbe::pass(int streams) {
+  const double t0 = now_seconds();
+  // Each thread reads its share front to back in one stream, or as
+  // `streams` sub-ranges a block of each in turn.
+  pool_.parallel_for(n_threads_, 1, [&](int64_t t0_, int64_t t1_, int) {
+    for (int64_t t = t0_; t < t1_; ++t) {
+      const uint8_t* base =
+          reinterpret_cast<const uint8_t*>(buf_.data()) + static_cast<size_t>(t) * share_;
+      uint64_t s = 0;
+      if (streams == 1) {
+        s = read_sum(base, share_);
+      } else {
+        const size_t sub = share_ / kBlock / streams * kBlock;
+        for (size_t at = 0; at < sub; at += kBlock)
+          for (int k = 0; k < streams; ++k) s += read_sum(base + k * sub + at, kBlock);
+        s += read_sum(base + streams * sub, share_ - streams * sub);  // the remainder
       }
-    });
-    return static_cast<double>(share * n_threads) / (now_seconds() - t0);
-  };
-  auto median_of = [&](int streams) {
-    std::vector<double> r;
-    for (int i = 0; i < passes; ++i) r.push_back(pass(streams));
-    std::sort(r.begin(), r.end());
-    return r[r.size() / 2];
-  };
+      sums_[t] += s;
+    }
+  });
+  const double r = static_cast<double>(share_ * n_threads_) / (now_seconds() - t0);
+  ++passes_;
+  return r;
+}
+
+double BandwidthProbe::median(int streams, int passes) {
+  std::vector<double> r;
+  for (int i = 0; i < passes; ++i) r.push_back(pass(streams));
+  std::sort(r.begin(), r.end());
+  return r[r.size() / 2];
+}
+
+ReadProbe BandwidthProbe::measure(int passes) {
+  CLB_CHECK(passes >= 1, "bandwidth probe: needs a pass");
   ReadProbe p;
-  p.one_stream = median_of(1);
-  p.streams = median_of(kProbeStreams);
+  p.one_stream = median(1, passes);
+  p.streams = median(kProbeStreams, passes);
   p.bytes_per_s = std::max(p.one_stream, p.streams);
+  return p;
+}
+
+BandwidthProbe::~BandwidthProbe() {
   // Each pass adds sum(0..n-1) in total: using the sums keeps the reads from
   // being optimised away, and checks that every word was read.
-  const uint64_t per_pass = static_cast<uint64_t>(n) * (n - 1) / 2;
-  CLB_ASSERT(std::accumulate(sums.begin(), sums.end(), uint64_t{0}) ==
-             per_pass * static_cast<uint64_t>(2 * passes));
-  return p;
+  const uint64_t per_pass = static_cast<uint64_t>(words_) * (words_ - 1) / 2;
+  CLB_ASSERT(std::accumulate(sums_.begin(), sums_.end(), uint64_t{0}) ==
+             per_pass * static_cast<uint64_t>(passes_));
 }
 
 double probe_int8_peak(int n_threads, int passes) {

@@ -38,6 +38,7 @@ void Transformer::multi_head_attention(int l, std::span<const BatchToken> batch,
                            {&L.wk, k_.data(), static_cast<size_t>(nk)},
                            {&L.wv, v_.data(), static_cast<size_t>(nv)}};
   prefetch_next(&L.wo);  // read while the heads are rotated and attended
+  pool_.name_next("q/k/v");
   linear_many(qkv, h_.data(), E, n);
 
   const int half = cfg_.n_rot / 2;
@@ -69,6 +70,7 @@ void Transformer::multi_head_attention(int l, std::span<const BatchToken> batch,
 
   attend_heads(l, batch, kv, q_.data(), nq, att_.data());
   prefetch_next(L.moe ? &L.router : &L.ffn_gate);
+  pool_.name_next("attention output");
   linear(L.wo, att_.data(), cfg_.n_head * hdv, n, out_.data(), E);
   if (L.bo.data)
     for (int t = 0; t < n; ++t) add_bias(out_.data() + static_cast<size_t>(t) * E, L.bo, E);
@@ -89,6 +91,13 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
   int64_t work = 0;
   for (int t = 0; t < n; ++t) work += static_cast<int64_t>(batch[t].pos + 1 - first_pos(t)) * H * hd;
   const int64_t grain_all = work < (1 << 16) ? -1 : 1;
+  if (pool_.trace()) {  // the cache bytes it reads, for a profile
+    const size_t row = kv.element_bytes(kv.type()) * static_cast<size_t>(hd + hdv);
+    uint64_t bytes = 0;
+    for (int t = 0; t < n; ++t)
+      bytes += static_cast<uint64_t>(batch[t].pos + 1 - first_pos(t)) * row;
+    pool_.note_next_bytes(bytes * static_cast<uint64_t>(cfg_.n_head_kv));
+  }
   const size_t out_stride = static_cast<size_t>(H) * hdv;
   auto attend_block = [&](const float* q, size_t q_step, int m, const int32_t* n_pos, int seq, int kvh, int p0,
                           float* out, size_t out_step, float sink, float* scores) {
@@ -116,6 +125,7 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
     if (alone) alone_list_[n_alone++] = t;
   }
   if (n_alone > 0) {
+    pool_.name_next("attention");
     const int chunks = (group + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
     const int64_t items = static_cast<int64_t>(n_alone) * cfg_.n_head_kv * chunks;
     pool_.parallel_for(items, grain_all < 0 ? items : 1, [&](int64_t i0, int64_t i1, int th) {
@@ -141,6 +151,7 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
   // position changes.
   const int64_t n_blocks = (n + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
   const int64_t items = n_blocks * H;
+  pool_.name_next("attention");
   pool_.parallel_for(items, grain_all < 0 ? items : 1, [&](int64_t i0, int64_t i1, int th) {
     float* scores = scores_.data() + static_cast<size_t>(th) * kAttentionQueryBlock * n_ctx_;
     for (int64_t item = i0; item < i1; ++item) {
@@ -255,6 +266,7 @@ void Transformer::head_products(const TensorView& w, const float* x, size_t x_st
       heads_[h] = w.slab(h);
       outs[h] = {&heads_[h], y + static_cast<size_t>(t0) * y_stride + h * y_head_stride, y_stride, xq, m};
     }
+    pool_.name_next("latent heads");
     run_products(pool_, precision_, std::span<const LinearOut>(outs, H), m, mla_xq_.data(), xrb,
                  row_scratch_.data(), row_scratch_.size() / pool_.n_threads());
   }

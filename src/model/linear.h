@@ -38,11 +38,13 @@ inline bool share_input(std::span<const LinearOut> outs, Precision p) {
 inline void run_products(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, int n, const uint8_t* xq,
                   size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
   int64_t n_rows = 0;
-  size_t bytes = 0;
+  size_t bytes = 0, weight_bytes = 0;
   for (const LinearOut& o : outs) {
     n_rows += o.w->ne[1];
+    weight_bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride();
     bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride() * (o.n ? o.n : n);
   }
+  pool.note_next_bytes(weight_bytes);
   // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
   // a product under ~64 KiB of weights is not worth waking another thread for.
   const int64_t grain = bytes < (64u << 10) ? n_rows : 16;

@@ -219,6 +219,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     ++m;
   }
   prefetch_next(&w_.layers[0].wq);  // the next step's first weights
+  pool_.name_next("output");
   if (m > 0) linear(w_.output, h_.data(), E, m, logits, cfg_.n_vocab);
   if (tl) tl->end = now_seconds();
 }
@@ -259,9 +260,11 @@ void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const 
   const int F = static_cast<int>(gate.ne[1]);
   const LinearOut gate_up[] = {{&gate, gate_.data(), static_cast<size_t>(F)}, {&up, up_.data(), static_cast<size_t>(F)}};
   prefetch_next(&down);
+  pool_.name_next("ffn gate+up");
   linear_many(gate_up, x, E, n);
   silu_mul(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(n) * F);
   prefetch_next(next);
+  pool_.name_next("ffn down");
   linear(down, gate_.data(), F, n, out, E);
 }
 
@@ -372,6 +375,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
       outs[2 * j + 1] = {&held_[j].up, up_.data() + y, static_cast<size_t>(F), xq, m[j]};
     }
     prefetch_next(&held_[0].down);
+    pool_.name_next("experts gate+up");
     run_products(pool_, precision_, std::span<const LinearOut>(outs, 2 * count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
     for (int j = 0; j < count; ++j) expert_activation(l, experts[j], first[j], m[j], F);
@@ -384,6 +388,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
       outs[j] = {&held_[j].down, gx_.data() + static_cast<size_t>(first[j]) * E, static_cast<size_t>(E), xq, m[j]};
     }
     prefetch_next(next);
+    pool_.name_next("experts down");
     run_products(pool_, precision_, std::span<const LinearOut>(outs, count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
     for (int j = 0; j < count; ++j)
@@ -404,6 +409,7 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   ro.selection_bias = reinterpret_cast<const float*>(L.exp_probs_b.data);
 
   // 1. Route every token.
+  pool_.name_next("router");
   linear(L.router, h_.data(), E, n, router_.data(), X);
   std::fill(group_count_.data(), group_count_.data() + X, 0);
   for (int t = 0; t < n; ++t) {

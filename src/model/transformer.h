@@ -85,6 +85,9 @@ class Transformer {
   const std::vector<uint64_t>& expert_usage() const { return usage_; }
   // The next forward step records its timeline in *t (null: none).
   void set_timeline(StepTimeline* t) { timeline_ = t; }
+  // Every parallel job from now on is recorded in *t, named by the step it
+  // belongs to (null: stop); `colibri bench --profile`.
+  void set_job_trace(JobTrace* t) { pool_.set_trace(t); }
 
  private:
   // attention.cpp: the block, by the family's attention kind.

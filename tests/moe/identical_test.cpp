@@ -155,5 +155,29 @@ TEST(Identical, IoEnginesDirectIoAndConcurrentPrefetch) {
   for (const fs::path& p : models) check_model(p, vs);
 }
 
+// With several threads every product is split at 16-row boundaries, the
+// chunks claimed as they come; with one thread each is one call over all its
+// rows. The logits are the same bits, prompts and decode steps.
+TEST(Identical, OneThreadOrSeveral) {
+  auto models = moe_models();
+  if (models.empty()) GTEST_SKIP() << "no golden models in " << kGolden;
+  int n = 0;
+  for (const fs::path& p : models) {
+    test::LoadedModel m = test::load_model(p.string());
+    if (!m.cfg.is_moe()) continue;
+    SCOPED_TRACE(p.filename().string());
+    MappedExpertStore mapped(m.w.experts);
+    const std::vector<float> one = test::run_logits(m.cfg, m.w, mapped, 7, 5, 1);
+    for (int threads : {2, 3}) {
+      const std::vector<float> got = test::run_logits(m.cfg, m.w, mapped, 7, 5, threads);
+      ASSERT_EQ(got.size(), one.size());
+      EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
+          << threads << " threads against one";
+    }
+    ++n;
+  }
+  EXPECT_GT(n, 0);
+}
+
 }  // namespace
 }  // namespace colibri

@@ -1,24 +1,28 @@
 // Packed row groups (kernels/ref/packed.cpp): the layout round-trips, every
 // ISA's packing writes it byte for byte, the scalar packed kernels agree with
 // the plain reference dot, every ISA's packed kernel equals the scalar packed
-// kernel bit for bit, and products through
+// kernel bit for bit (for mxfp4 also at every E8M0 exponent and E2M1 code),
+// and products through
 // ops.h give the same bits whether the weights were packed or not, for
 // matvec and matmul, any token count and row ranges on group boundaries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <vector>
 
+#include "tensor/half.h"
 #include "tensor/kernels/dispatch.h"
 #include "tensor/kernels/ref/ref.h"
+#include "tensor/quant_blocks.h"
 #include "tensor_test_util.h"
 
 namespace colibri {
 namespace {
 
-constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
+constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::MXFP4};
 
 struct Case {
   std::vector<uint8_t> w;  // n_rows plain rows
@@ -212,6 +216,88 @@ TEST(Packed, PackedAndPlainViewsGiveTheSameBits) {
     }
   }
   set_kernel_isa(saved);
+}
+
+// The same value, or both NaN (inf - inf, inf x 0 past float's range).
+bool same_value(float a, float b) {
+  return f32_bits(a) == f32_bits(b) || (std::isnan(a) && std::isnan(b));
+}
+
+// MXFP4 at its extremes: the blocks of two groups take every E8M0 exponent
+// 0..254 (0 and 1 the subnormal scales 2^-128 and 2^-127; 255 is no finite
+// scale) and each block every E2M1 code twice, against activations with fp16
+// scales from the smallest subnormal to 1 and block sums random or all +127.
+// Every ISA's packed kernel gives the scalar packed kernel's value for decode
+// and for batches across the 8-token tiles and 64-token blocks; the scalar
+// packed kernel is the plain reference dot within float rounding wherever
+// nothing leaves float's range (terms whose scale products are subnormal
+// round at 2^-149 each).
+TEST(Packed, Mxfp4EveryExponentAndCode) {
+  std::mt19937 rng(17);
+  constexpr int64_t kNb = 17, n = kNb * kQK, n_rows = 32, max_tok = 70;
+  std::vector<block_mxfp4> w(static_cast<size_t>(n_rows * kNb));
+  for (int64_t i = 0; i < n_rows * kNb; ++i) {
+    block_mxfp4& b = w[static_cast<size_t>(i)];
+    b.e = static_cast<uint8_t>(i % 255);
+    int codes[kQK];
+    for (int j = 0; j < kQK; ++j) codes[j] = j % 16;
+    std::shuffle(codes, codes + kQK, rng);
+    for (int j = 0; j < kQK / 2; ++j)
+      b.qs[j] = static_cast<uint8_t>(codes[j] | codes[j + kQK / 2] << 4);
+  }
+  constexpr uint16_t kActScales[] = {0x0001, 0x0400, 0x1C00, 0x2C00, 0x3C00};
+  std::uniform_int_distribution<int> q(-127, 127);
+  std::vector<block_q8_0> x(static_cast<size_t>(max_tok * kNb));
+  for (int64_t t = 0; t < max_tok; ++t)
+    for (int64_t b = 0; b < kNb; ++b) {
+      block_q8_0& blk = x[static_cast<size_t>(t * kNb + b)];
+      blk.d = kActScales[(t + b) % std::size(kActScales)];
+      for (int8_t& v : blk.qs) v = static_cast<int8_t>(t % 7 == 3 ? 127 : q(rng));
+    }
+  const auto* plain = reinterpret_cast<const uint8_t*>(w.data());
+  const size_t rb = row_bytes(DType::MXFP4, n), xs = kNb * sizeof(block_q8_0);
+  std::vector<uint8_t> packed(plain, plain + n_rows * rb);
+  pack_rows(DType::MXFP4, packed.data(), n_rows, n);
+  const auto* xq = reinterpret_cast<const uint8_t*>(x.data());
+  std::vector<float> want(static_cast<size_t>(max_tok * n_rows));
+  type_traits(DType::MXFP4)
+      .packed_ref(packed.data(), n_rows / 16, xq, xs, max_tok, n, want.data(), n_rows);
+
+  int compared = 0;
+  const DotFn dot = ref_kernel_table().dot[slot(DType::MXFP4)];
+  for (int64_t t = 0; t < max_tok; ++t)
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const block_mxfp4* row = w.data() + r * kNb;
+      const block_q8_0* xt = x.data() + t * kNb;
+      double mag = 0;
+      for (int64_t b = 0; b < kNb; ++b) {
+        const double d = std::ldexp(1.0, row[b].e - 128) * half_to_float(xt[b].d);
+        for (int j = 0; j < kQK; ++j) {
+          const int code = j < 16 ? row[b].qs[j] & 15 : row[b].qs[j - 16] >> 4;
+          mag += std::fabs(d * kMxfp4Values[code] * xt[b].qs[j]);
+        }
+      }
+      if (!(mag < 0x1p124)) continue;
+      const float y = want[static_cast<size_t>(t * n_rows + r)];
+      ASSERT_TRUE(std::isfinite(y)) << "tok " << t << " row " << r;
+      ASSERT_NEAR(y, dot(row, xt, n), 2e-6 * kNb * mag + 64.0 * kNb * 0x1p-149)
+          << "tok " << t << " row " << r;
+      ++compared;
+    }
+  EXPECT_GT(compared, max_tok * n_rows / 2);
+
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm}) {
+    if (!isa_supported(isa)) continue;
+    const PackedTileFn f = kernel_table(isa).packed[slot(DType::MXFP4)];
+    if (!f) continue;
+    for (int64_t n_tok : {1, 2, 7, 8, 9, 16, 17, 63, 64, 65, 70}) {
+      std::vector<float> got(static_cast<size_t>(n_tok * n_rows), -1.0f);
+      f(packed.data(), n_rows / 16, xq, xs, n_tok, n, got.data(), n_rows);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_TRUE(same_value(got[i], want[i])) << isa_name(isa) << " tokens " << n_tok << " at "
+                                                 << i << ": " << got[i] << ", scalar " << want[i];
+    }
+  }
 }
 
 }  // namespace

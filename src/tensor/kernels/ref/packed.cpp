@@ -11,6 +11,9 @@
 //   q8_0: bytes [512 b, 512 b + 512): word k (k < 8) of row i's qs at
 //         64 k + 4 i, each byte stored as q + 128 (unsigned); then the
 //         scales as for q4_0 at 512 nb + 32 b + 2 i.
+//   mxfp4: bytes [256 b, 256 b + 256): word k (k < 4) of row i's qs (the
+//         E2M1 codes, as in the file) at 64 k + 4 i; then, after all nb
+//         blocks, 16 E8M0 bytes (row i's e) per block at 256 nb + 16 b + i.
 //   q4_K: per super-block b, word k (k < 32) of row i's qs at 2048 b +
 //         64 k + 4 i; then word w (w < 3) of its scales and mins at 2048 nb +
 //         192 b + 64 w + 4 i; then d at 2240 nb + 64 b + 2 i and dmin 32
@@ -29,9 +32,11 @@
 // The packed kernels' arithmetic, which the SIMD kernels reproduce bit for
 // bit: per row and token, acc = 0; for each block, isum = the exact integer
 // sum of (q - zero) * x over the block, then acc = fma(float(isum), d_w * d_x,
-// acc). q4_K per super-block: S = sum over its 8 sub-blocks of scale_s *
-// (exact integer dot of the sub-block), M = sum of min_s * (the activations'
-// sum over the sub-block), then acc = fma(float(S), d_w * d_x, acc) and acc =
+// acc); mxfp4's q - zero is kMxfp4Values[code] (twice the E2M1 value) and its
+// d_w = 2^(e - 128) (e8m0_to_float_half: the doubling undone). q4_K per
+// super-block: S = sum over its 8 sub-blocks of scale_s * (exact integer dot
+// of the sub-block), M = sum of min_s * (the activations' sum over the
+// sub-block), then acc = fma(float(S), d_w * d_x, acc) and acc =
 // fma(-float(M), dmin_w * d_x, acc).
 #include <cmath>
 #include <cstring>
@@ -47,10 +52,12 @@ namespace {
 constexpr int kRows = 16;
 
 // Writes word k of each of `rows` source rows' block b (the rest zero), a
-// 32-bit word at a time (packing runs on every expert load).
+// 32-bit word at a time (packing runs on every expert load). A block's scale
+// is its first kQsOffset bytes (fp16 d, or mxfp4's E8M0 e).
 template <int kWords, size_t kBlockBytes, size_t kQsOffset>
 void pack_group(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n,
                 uint32_t flip) {
+  constexpr size_t kS = kQsOffset;
   const int64_t nb = n / kQK;
   uint8_t* scales = dst + nb * kWords * 64;
   for (int i = 0; i < kRows; ++i) {
@@ -59,11 +66,11 @@ void pack_group(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, i
       uint8_t* out = dst + b * kWords * 64 + 4 * i;
       if (i >= rows) {  // zero quants and zero scales: the row adds nothing
         for (int k = 0; k < kWords; ++k) std::memcpy(out + 64 * k, &flip, 4);
-        std::memset(scales + 32 * b + 2 * i, 0, 2);
+        std::memset(scales + kRows * kS * b + kS * i, 0, kS);
         continue;
       }
       const uint8_t* blk = row + b * kBlockBytes;
-      std::memcpy(scales + 32 * b + 2 * i, blk, 2);
+      std::memcpy(scales + kRows * kS * b + kS * i, blk, kS);
       for (int k = 0; k < kWords; ++k) {
         uint32_t v;
         std::memcpy(&v, blk + kQsOffset + 4 * k, 4);
@@ -77,11 +84,12 @@ void pack_group(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, i
 // The inverse of pack_group for row i of a group.
 template <int kWords, size_t kBlockBytes, size_t kQsOffset>
 void unpack_row(const uint8_t* group, int i, uint8_t* dst, int64_t n, uint8_t flip) {  // flip: per byte
+  constexpr size_t kS = kQsOffset;
   const int64_t nb = n / kQK;
   const uint8_t* scales = group + nb * kWords * 64;
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* blk = dst + b * kBlockBytes;
-    std::memcpy(blk, scales + 32 * b + 2 * i, 2);
+    std::memcpy(blk, scales + kRows * kS * b + kS * i, kS);
     for (int k = 0; k < kWords; ++k)
       for (int j = 0; j < 4; ++j)
         blk[kQsOffset + 4 * k + j] = group[b * kWords * 64 + 64 * k + 4 * i + j] ^ flip;
@@ -210,6 +218,10 @@ void unpack_row_q8_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
   unpack_row<8, sizeof(block_q8_0), 2>(group, i, dst, n, 0x80);
 }
 
+void unpack_row_mxfp4(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
+  unpack_row<4, sizeof(block_mxfp4), 1>(group, i, dst, n, 0);
+}
+
 void pack_group_q4_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   pack_group<4, sizeof(block_q4_0), 2>(src, src_stride, rows, dst, n, 0u);
 }
@@ -218,16 +230,23 @@ void pack_group_q8_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
   pack_group<8, sizeof(block_q8_0), 2>(src, src_stride, rows, dst, n, 0x80808080u);
 }
 
+void pack_group_mxfp4(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  pack_group<4, sizeof(block_mxfp4), 1>(src, src_stride, rows, dst, n, 0u);
+}
+
 namespace {
 
 // The scalar kernel over packed groups of a 32-element block type with
-// kWords quant words per row and block; block_sum(words, i, x) is the exact
-// integer dot of row i's block (its words at words + 64 k + 4 i).
-template <int kWords, typename BlockSum>
-void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
-                   int64_t n, float* y, size_t y_stride, BlockSum block_sum) {
+// kWords quant words per row and block and kScaleBytes scale bytes per row
+// and block; block_sum(words, i, x) is the exact integer dot of row i's block
+// (its words at words + 64 k + 4 i), scale(p) the weight scale at p.
+template <int kWords, size_t kScaleBytes, typename BlockSum, typename Scale>
+void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride,
+                   int64_t nt, int64_t n, float* y, size_t y_stride, BlockSum block_sum,
+                   Scale scale) {
   const int64_t nb = n / kQK;
-  const size_t qs_bytes = 64 * kWords, group_bytes = static_cast<size_t>(nb) * (qs_bytes + 32);
+  const size_t qs_bytes = 64 * kWords, scale_bytes = kRows * kScaleBytes;
+  const size_t group_bytes = static_cast<size_t>(nb) * (qs_bytes + scale_bytes);
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* gw = w + g * group_bytes;
     for (int64_t t = 0; t < nt; ++t) {
@@ -236,9 +255,8 @@ void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t 
         float acc = 0;
         for (int64_t b = 0; b < nb; ++b) {
           const int32_t isum = block_sum(gw + b * qs_bytes, i, xb[b].qs);
-          uint16_t dw;
-          std::memcpy(&dw, gw + nb * qs_bytes + 32 * b + 2 * i, 2);
-          acc = std::fma(static_cast<float>(isum), half_to_float(dw) * half_to_float(xb[b].d), acc);
+          const float dw = scale(gw + nb * qs_bytes + scale_bytes * b + kScaleBytes * i);
+          acc = std::fma(static_cast<float>(isum), dw * half_to_float(xb[b].d), acc);
         }
         y[t * y_stride + g * kRows + i] = acc;
       }
@@ -246,32 +264,59 @@ void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t 
   }
 }
 
+float fp16_scale(const uint8_t* p) {
+  uint16_t d;
+  std::memcpy(&d, p, 2);
+  return half_to_float(d);
+}
+
 }  // namespace
 
 void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride) {
-  packed_blocks<4>(w, n_groups, x, x_stride, nt, n, y, y_stride,
-                   [](const uint8_t* words, int i, const int8_t* xq) {
-                     int32_t isum = 0;
-                     for (int k = 0; k < 4; ++k)
-                       for (int j = 0; j < 4; ++j) {
-                         const uint8_t q = words[64 * k + 4 * i + j];
-                         isum += ((q & 0x0F) - 8) * xq[4 * k + j];
-                         isum += ((q >> 4) - 8) * xq[16 + 4 * k + j];
-                       }
-                     return isum;
-                   });
+  packed_blocks<4, 2>(
+      w, n_groups, x, x_stride, nt, n, y, y_stride,
+      [](const uint8_t* words, int i, const int8_t* xq) {
+        int32_t isum = 0;
+        for (int k = 0; k < 4; ++k)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t q = words[64 * k + 4 * i + j];
+            isum += ((q & 0x0F) - 8) * xq[4 * k + j];
+            isum += ((q >> 4) - 8) * xq[16 + 4 * k + j];
+          }
+        return isum;
+      },
+      fp16_scale);
 }
 
 void packed_q8_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride) {
-  packed_blocks<8>(w, n_groups, x, x_stride, nt, n, y, y_stride,
-                   [](const uint8_t* words, int i, const int8_t* xq) {
-                     int32_t isum = 0;
-                     for (int k = 0; k < 8; ++k)
-                       for (int j = 0; j < 4; ++j) isum += (words[64 * k + 4 * i + j] - 128) * xq[4 * k + j];
-                     return isum;
-                   });
+  packed_blocks<8, 2>(
+      w, n_groups, x, x_stride, nt, n, y, y_stride,
+      [](const uint8_t* words, int i, const int8_t* xq) {
+        int32_t isum = 0;
+        for (int k = 0; k < 8; ++k)
+          for (int j = 0; j < 4; ++j) isum += (words[64 * k + 4 * i + j] - 128) * xq[4 * k + j];
+        return isum;
+      },
+      fp16_scale);
+}
+
+void packed_mxfp4(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                  int64_t n, float* y, size_t y_stride) {
+  packed_blocks<4, 1>(
+      w, n_groups, x, x_stride, nt, n, y, y_stride,
+      [](const uint8_t* words, int i, const int8_t* xq) {
+        int32_t isum = 0;
+        for (int k = 0; k < 4; ++k)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t q = words[64 * k + 4 * i + j];
+            isum += kMxfp4Values[q & 0x0F] * xq[4 * k + j];
+            isum += kMxfp4Values[q >> 4] * xq[16 + 4 * k + j];
+          }
+        return isum;
+      },
+      [](const uint8_t* p) { return e8m0_to_float_half(*p); });
 }
 
 }  // namespace colibri::ref

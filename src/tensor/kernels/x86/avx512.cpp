@@ -111,11 +111,9 @@ struct Q5_0Weights {
   }
   static float scale(const Block& b) { return h2f(b.d); }
 };
-// mxfp4 takes x86_common.h's Mxfp4Weights (u = code value + 12). Rows stay
-// in the file's layout: the packed row groups (kernels/ref/packed.cpp) keep
-// fp16 scales in 2-byte slots, and MXFP4's 1-byte exponent would need a
-// layout, a scalar packed kernel and tests of its own, with no measurement
-// yet that the plain tile below is the bottleneck.
+// mxfp4 takes x86_common.h's Mxfp4Weights (u = code value + 12) in the dot
+// and tile entries; its products run over packed row groups
+// (avx512_packed.cpp), as q4_0's and q8_0's do.
 
 // Two 8-lane halves: a for block b, b2 for block b + 1 (or zero).
 inline __m512i join(__m256i lo, __m256i hi) {

@@ -5,10 +5,11 @@
 // vector meets one broadcast 4-byte word of the token's activations in one
 // vpdpbusd, so a block of 16 rows x 32 elements is 8 vpdpbusd per token (the
 // weights are the unsigned operand: q4_0 nibbles as they are, q8_0 stored as
-// q + 128), and the lane's integer sum starts at -zero * sum(x) to undo the
-// offset. Two chains of four keep the dependency short; integer sums are
-// exact in any order. Then one conversion and one fma per block and token,
-// and no horizontal sum at the end: the 16 lanes are the 16 outputs.
+// q + 128, mxfp4 codes looked up (vpermb) as twice their E2M1 value + 12),
+// and the lane's integer sum starts at -zero * sum(x) to undo the offset.
+// Two chains of four keep the dependency short; integer sums are exact in
+// any order. Then one conversion and one fma per block and token, and no
+// horizontal sum at the end: the 16 lanes are the 16 outputs.
 //
 // Loop order: 64-token blocks, then groups, then 8-token tiles, so a group's
 // weights (16 rows, 18 KB at n = 2048 for q4_0) stay in L1 while every tile of
@@ -88,13 +89,29 @@ inline __m512i dot8(__m512i start, const __m512i (&w)[8], const int8_t* x) {
   return _mm512_add_epi32(s0, s1);
 }
 
-// Q4: 4 word vectors per block, each giving low nibbles (elements 4k..4k+3)
-// and high nibbles (16 + 4k..); Q8: 8 word vectors, elements 4k..4k+3.
-template <bool kQ4>
+// q4_0 and mxfp4: 4 word vectors per block, each giving low nibbles
+// (elements 4k..4k+3) and high nibbles (16 + 4k..); q8_0: 8 word vectors,
+// elements 4k..4k+3.
+template <DType kType>
 struct Packed {
-  static constexpr int kVecs = kQ4 ? 4 : 8;
-  static constexpr size_t kQsBytes = 64 * kVecs;  // per block
-  static constexpr int32_t kZero = kQ4 ? 8 : 128;
+  static constexpr bool kQ4 = kType == DType::Q4_0, kMx = kType == DType::MXFP4;
+  static constexpr int kVecs = kType == DType::Q8_0 ? 8 : 4;
+  static constexpr size_t kQsBytes = 64 * kVecs;        // per block
+  static constexpr size_t kScaleBytes = kMx ? 16 : 32;  // per block: 16 rows' e or d
+  static constexpr int32_t kZero = kQ4 ? 8 : kMx ? 12 : 128;
+
+  // The 16 rows' weight scales of block b: fp16 d, or 2^(e - 128) exactly
+  // (e8m0_to_float_half; subnormal at e < 2, which vscalefps gives exactly).
+  static __m512 scales_of(const uint8_t* scales, int64_t b) {
+    if constexpr (kMx) {
+      const __m512i e =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * b)));
+      return _mm512_scalef_ps(_mm512_set1_ps(1.0f),
+                              _mm512_sub_ps(_mm512_cvtepi32_ps(e), _mm512_set1_ps(128.0f)));
+    } else {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * b)));
+    }
+  }
 
   template <int T>
   static void tile(const uint8_t* g, int64_t nb, const block_q8_0* const* xb,
@@ -103,17 +120,35 @@ struct Packed {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const uint8_t* scales = g + nb * kQsBytes;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    // kMxfp4Values + 12 in every 16 bytes: vpermb reads an index's low 6
+    // bits, so a code with any 2 bits above it finds its value.
+    const __m512i table = _mm512_add_epi8(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values))),
+        _mm512_set1_epi8(12));
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQsBytes;
       // Every line of the block and of its scales (as far ahead in the
       // group's run): a decode step streams weights from DRAM once.
       for (int k = 0; k < kVecs; ++k) prefetch_line(q + 64 * k);
-      if ((b & 1) == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(scales) + 32 * b + kPrefetchBytes / 8, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(scales) + 32 * b + kPrefetchFarBytes / 8, _MM_HINT_T1);
+      // q4_0's block has 8 quant bytes per scale byte, mxfp4's 16 (q8_0
+      // takes q4_0's distance).
+      constexpr int kRatio = kMx ? 16 : 8;
+      if ((b & static_cast<int64_t>(64 / kScaleBytes - 1)) == 0) {
+        _mm_prefetch(
+            reinterpret_cast<const char*>(scales) + kScaleBytes * b + kPrefetchBytes / kRatio,
+            _MM_HINT_T0);
+        _mm_prefetch(
+            reinterpret_cast<const char*>(scales) + kScaleBytes * b + kPrefetchFarBytes / kRatio,
+            _MM_HINT_T1);
       }
       __m512i w[8];
-      if constexpr (kQ4) {
+      if constexpr (kMx) {
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = _mm512_loadu_si512(q + 64 * k);
+          w[k] = _mm512_permutexvar_epi8(v, table);
+          w[4 + k] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+        }
+      } else if constexpr (kQ4) {
         // The high nibbles stay in place, as 16 x their value: one and
         // instead of a shift and an and (their chain is divided by 16 once,
         // exactly). With the broadcast operands above: 21.1 -> 22.3 GB/s.
@@ -125,12 +160,11 @@ struct Packed {
       } else {
         for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(q + 64 * k);
       }
-      const __m512 dw = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * b)));
+      const __m512 dw = scales_of(scales, b);
       for (int t = 0; t < T; ++t) {
         const int8_t* x = xb[t][b].qs;
-        // Word j of the activations pairs with w[j] (q4: 0..3 low nibbles =
-        // elements 0..15, 4..7 high = 16..31; q8: elements 4j..4j+3).
+        // Word j of the activations pairs with w[j] (q4_0, mxfp4: 0..3 low
+        // nibbles = elements 0..15, 4..7 high = 16..31; q8: elements 4j..4j+3).
         __m512i isum;
         if constexpr (kQ4) {
           __m512i lo = _mm512_set1_epi32(xp[t][b].corr), hi = _mm512_setzero_si512();
@@ -163,7 +197,7 @@ struct Packed {
                   int64_t nt, int64_t n, float* y, size_t y_stride) {
     static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTileTokens>{});
     const int64_t nb = n / kQK;
-    const size_t group_bytes = static_cast<size_t>(nb) * (kQsBytes + 32);
+    const size_t group_bytes = static_cast<size_t>(nb) * (kQsBytes + kScaleBytes);
     // Grows to the largest call, then is reused: no allocation per token.
     thread_local std::vector<XPrep> prep;
     const int64_t tb = std::min(nt, kTokenBlock);
@@ -491,11 +525,11 @@ inline void transpose_words(const uint8_t* p, size_t stride, __m512i (&out)[4]) 
   out[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
-// q4_0 (kWords 4) and q8_0 (8, each byte stored as q + 128): per block, the
-// quants in kWords / 4 transposes, the 16 scales copied.
-template <int kWords, size_t kBlockBytes>
+// q4_0 and mxfp4 (kWords 4) and q8_0 (8, each byte stored as q + 128): per
+// block, the quants in kWords / 4 transposes, the 16 scales (the block's
+// first kScale bytes: fp16 d, or E8M0 e) copied.
+template <DType kType, int kWords, size_t kBlockBytes, size_t kScale>
 void pack_group_q(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
-  constexpr DType kType = kWords == 4 ? DType::Q4_0 : DType::Q8_0;
   if (rows < kPackRows) return type_traits(kType).pack_group(src, src_stride, rows, dst, n);
   const __m512i flip = _mm512_set1_epi8(kWords == 8 ? static_cast<char>(0x80) : 0);
   const int64_t nb = n / kQK;
@@ -504,11 +538,12 @@ void pack_group_q(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst,
     const uint8_t* blk = src + b * kBlockBytes;
     for (int h = 0; h < kWords / 4; ++h) {
       __m512i w[4];
-      transpose_words(blk + 2 + 16 * h, src_stride, w);
+      transpose_words(blk + kScale + 16 * h, src_stride, w);
       for (int k = 0; k < 4; ++k)
         _mm512_storeu_si512(dst + b * kWords * 64 + 64 * (4 * h + k), _mm512_xor_si512(w[k], flip));
     }
-    for (int i = 0; i < kPackRows; ++i) std::memcpy(scales + 32 * b + 2 * i, blk + i * src_stride, 2);
+    for (int i = 0; i < kPackRows; ++i)
+      std::memcpy(scales + kPackRows * kScale * b + kScale * i, blk + i * src_stride, kScale);
   }
 }
 
@@ -672,11 +707,13 @@ void q6_K_row_groups_avx512(const uint8_t* w, size_t w_stride, int64_t nr, const
 }
 
 void add_avx512_packed_kernels(KernelTable& t) {
-  t.packed[slot(DType::Q4_0)] = Packed<true>::run;
-  t.packed[slot(DType::Q8_0)] = Packed<false>::run;
+  t.packed[slot(DType::Q4_0)] = Packed<DType::Q4_0>::run;
+  t.packed[slot(DType::Q8_0)] = Packed<DType::Q8_0>::run;
+  t.packed[slot(DType::MXFP4)] = Packed<DType::MXFP4>::run;
   t.packed[slot(DType::Q4_K)] = PackedQ4K::run;
-  t.pack_group[slot(DType::Q4_0)] = pack_group_q<4, sizeof(block_q4_0)>;
-  t.pack_group[slot(DType::Q8_0)] = pack_group_q<8, sizeof(block_q8_0)>;
+  t.pack_group[slot(DType::Q4_0)] = pack_group_q<DType::Q4_0, 4, sizeof(block_q4_0), 2>;
+  t.pack_group[slot(DType::Q8_0)] = pack_group_q<DType::Q8_0, 8, sizeof(block_q8_0), 2>;
+  t.pack_group[slot(DType::MXFP4)] = pack_group_q<DType::MXFP4, 4, sizeof(block_mxfp4), 1>;
   t.pack_group[slot(DType::Q4_K)] = pack_group_q4_K;
 }
 

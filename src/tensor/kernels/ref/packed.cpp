@@ -270,6 +270,21 @@ float fp16_scale(const uint8_t* p) {
   return half_to_float(d);
 }
 
+// Row i's integer dot over one block of 4-bit codes in the packed words (low
+// nibbles the block's first 16 values, high nibbles the next 16), each code
+// read as value(code).
+template <class Value>
+int32_t nibble_isum(const uint8_t* words, int i, const int8_t* xq, Value value) {
+  int32_t isum = 0;
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t q = words[64 * k + 4 * i + j];
+      isum += value(q & 0x0F) * xq[4 * k + j];
+      isum += value(q >> 4) * xq[16 + 4 * k + j];
+    }
+  return isum;
+}
+
 }  // namespace
 
 void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
@@ -277,14 +292,7 @@ void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
   packed_blocks<4, 2>(
       w, n_groups, x, x_stride, nt, n, y, y_stride,
       [](const uint8_t* words, int i, const int8_t* xq) {
-        int32_t isum = 0;
-        for (int k = 0; k < 4; ++k)
-          for (int j = 0; j < 4; ++j) {
-            const uint8_t q = words[64 * k + 4 * i + j];
-            isum += ((q & 0x0F) - 8) * xq[4 * k + j];
-            isum += ((q >> 4) - 8) * xq[16 + 4 * k + j];
-          }
-        return isum;
+        return nibble_isum(words, i, xq, [](int c) { return c - 8; });
       },
       fp16_scale);
 }
@@ -307,14 +315,7 @@ void packed_mxfp4(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x
   packed_blocks<4, 1>(
       w, n_groups, x, x_stride, nt, n, y, y_stride,
       [](const uint8_t* words, int i, const int8_t* xq) {
-        int32_t isum = 0;
-        for (int k = 0; k < 4; ++k)
-          for (int j = 0; j < 4; ++j) {
-            const uint8_t q = words[64 * k + 4 * i + j];
-            isum += kMxfp4Values[q & 0x0F] * xq[4 * k + j];
-            isum += kMxfp4Values[q >> 4] * xq[16 + 4 * k + j];
-          }
-        return isum;
+        return nibble_isum(words, i, xq, [](int c) { return static_cast<int>(kMxfp4Values[c]); });
       },
       [](const uint8_t* p) { return e8m0_to_float_half(*p); });
 }

@@ -50,12 +50,6 @@ struct XPrep {
   float d;
 };
 
-inline int32_t load_word(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 // acc + vpdpbusd(w, the 4 bytes at p in every lane), and the same for
 // vpdpwssd, with the 4 bytes broadcast by the instruction's own memory
 // operand ({1to16}). GCC 12 does not fold _mm512_set1_epi32 of a load into

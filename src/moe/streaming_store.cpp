@@ -122,8 +122,8 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   pool_ = static_cast<uint8_t*>(p);
   populate_end_ = pool_bytes_;
   populate_ = std::jthread([this](std::stop_token stop) {
-    // On idle CPU only, the whole pool ahead of the loads (see populate_);
-    // where SCHED_IDLE is refused, at nice 10 and kPopulateAhead ahead.
+    // On idle CPU only, ahead of the loads (see populate_); where
+    // SCHED_IDLE is refused, at nice 10 and kPopulateAhead ahead.
     sched_param idle{};
     size_t ahead = pool_bytes_;
     if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0) {  // this thread only (Linux)
@@ -141,11 +141,16 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
         // thread's faults), no further ahead than `ahead`, and only in
         // active slots.
         std::unique_lock<std::mutex> lock(populate_mu_);
+        // While the forward pass waits on a load the cores are idle: then
+        // as far ahead as `ahead`; otherwise only kPopulateLead ahead, so
+        // that a 2 MiB page's fault (about 1.5 ms of kernel time here, not
+        // preempted) does not delay a compute thread's wake-up at a barrier.
+        auto lead = [&] { return io_waiters_ > 0 ? ahead : std::min(ahead, kPopulateLead); };
         if (!populate_cv_.wait(lock, stop, [&] {
-              return frontier_ > 0 && frontier_ * slot_bytes_ + ahead > at && at < populate_end_;
+              return frontier_ > 0 && frontier_ * slot_bytes_ + lead() > at && at < populate_end_;
             }))
           return;
-        n = std::min({kChunk, populate_end_ - at, frontier_ * slot_bytes_ + ahead - at});
+        n = std::min({kChunk, populate_end_ - at, frontier_ * slot_bytes_ + lead() - at});
         populating_ = true;
       }
       populate_pages(pool_ + at, n);
@@ -312,6 +317,12 @@ int StreamingExpertStore::pick_victim(bool for_prefetch) const {
   return best >= 0 ? best : fallback;
 }
 
+void StreamingExpertStore::io_waiting(int delta) {
+  std::lock_guard<std::mutex> lock(populate_mu_);
+  io_waiters_ += delta;
+  if (io_waiters_ > 0) populate_cv_.notify_one();
+}
+
 void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, bool urgent) {
   check_file();
   {
@@ -399,7 +410,9 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
         CLB_CHECK(loading_ > 0, "the expert cache's %d slots are all in use; it needs more",
                   n_cache_);
         const double t0 = now_seconds();
+        io_waiting(+1);
         cv_.wait(lock);
+        io_waiting(-1);
         stats_.io_wait_s += now_seconds() - t0;
         first_look = false;
         continue;
@@ -426,7 +439,9 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
     }
     first_look = false;
     const double t0 = now_seconds();
+    io_waiting(+1);
     cv_.wait(lock, [&] { return s.state != State::kLoading; });
+    io_waiting(-1);
     stats_.io_wait_s += now_seconds() - t0;
   }
 }
@@ -493,8 +508,14 @@ void StreamingExpertStore::wait_warm() {
 
 void StreamingExpertStore::set_kv_bytes(uint64_t bytes) {
   if (room_ == 0) return;
-  const uint64_t n = room_ > bytes ? (room_ - bytes) / slot_bytes_ : 0;
-  set_cache_slots(static_cast<int>(std::min<uint64_t>(n, static_cast<uint64_t>(n_cache_))));
+  uint64_t n = std::min<uint64_t>(room_ > bytes ? (room_ - bytes) / slot_bytes_ : 0,
+                                  static_cast<uint64_t>(n_cache_));
+  // Below a full pool, the slots in use end inside a 2 MiB page that stays
+  // resident (see set_cache_slots): that sliver counts too.
+  while (n > 0 && n < static_cast<uint64_t>(n_cache_) &&
+         n * slot_bytes_ + retired_sliver(static_cast<int>(n)) + bytes > room_)
+    --n;
+  set_cache_slots(static_cast<int>(n));
 }
 
 void StreamingExpertStore::move_slab(int from, int to) {
@@ -566,8 +587,22 @@ void StreamingExpertStore::set_cache_slots(int n) {
     populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
     populate_cv_.wait(pl, [&] { return !populating_; });
   }
-  madvise(pool_ + static_cast<size_t>(n_pinned_ + n) * slot_bytes_, static_cast<size_t>(old - n) * slot_bytes_,
-          MADV_DONTNEED);
+  // From the first 2 MiB boundary at or above the retired slots to the end
+  // of the pool: dropping part of a transparent huge page splits it, and a
+  // split page stays charged whole until memory pressure finishes the split
+  // (a context-filling run under a 40 MiB budget peaked 3-12 MiB over it
+  // that way). The sliver below the boundary stays resident (under 2 MiB);
+  // a later retirement that passes the boundary drops it.
+  const size_t from = static_cast<size_t>(n_pinned_ + n) * slot_bytes_ + retired_sliver(n);
+  const size_t end = (pool_bytes_ + page_size() - 1) / page_size() * page_size();
+  if (from < end) madvise(pool_ + from, end - from, MADV_DONTNEED);
+}
+
+size_t StreamingExpertStore::retired_sliver(int n) const {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t at = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
+  const size_t end = (pool_bytes_ + page_size() - 1) / page_size() * page_size();
+  return std::min((at + kHuge - 1) / kHuge * kHuge, std::max(end, at)) - at;
 }
 
 ExpertStoreStats StreamingExpertStore::stats() const {

@@ -160,18 +160,29 @@ class StreamingExpertStore : public ExpertStore {
   uint8_t* pool_ = nullptr;  // (n_pinned + n_cache, slot_bytes) anonymous mapping
   size_t pool_bytes_ = 0;
   // Faults the pool in, in slot order (the order empty slots are filled),
-  // from the first load on, at idle priority (SCHED_IDLE): the whole pool,
-  // ahead of the loads. First touch of fresh memory costs about as much CPU
-  // as a fast disk read of it (a VM backs each page on its first write),
-  // better spent while the cores wait than inside the I/O threads' O_DIRECT
-  // reads, where it slowed the reads and took the cores the forward pass
-  // computes on: Qwen3-30B-A3B Q4_0 at an 8 GiB limit decoded 6.4-8.8 tok/s
-  // with 256 MiB populated ahead at nice 10, 10.3-12.0 with this. Where
-  // SCHED_IDLE is refused, at nice 10 and no further than kPopulateAhead
-  // past the highest slot a load has used (at nice 10 a first prompt at 8
-  // GiB reached its first token in 2.7-2.8 s with 256 MiB ahead, 3.2-4.6 s
-  // with 1 GiB).
+  // from the first load on, at idle priority (SCHED_IDLE): kPopulateLead
+  // past the highest slot a load has used, and while the forward pass waits
+  // on a load, as far as the whole pool. First touch of fresh memory costs
+  // about as much CPU as a fast disk read of it (a VM backs each page on its
+  // first write), better spent while the cores wait than inside the I/O
+  // threads' O_DIRECT reads, where it slowed the reads and took the cores
+  // the forward pass computes on: Qwen3-30B-A3B Q4_0 at an 8 GiB limit
+  // decoded 6.4-8.8 tok/s with 256 MiB populated ahead at nice 10, 10.3-12.0
+  // with the whole pool at SCHED_IDLE. The whole pool at any time made a
+  // larger budget slower (12 GiB: 7.0-9.1 tok/s against 8 GiB's 10.5-16.3):
+  // idle priority does not preempt a 2 MiB page's fault already under way,
+  // and a run that uses 8 GB of a 10 GB pool paid for all of it during
+  // decode; gated on the waits, 10.3-12.7. Where SCHED_IDLE is refused, at
+  // nice 10 and no further than kPopulateAhead past the highest slot a load
+  // has used (at nice 10 a first prompt at 8 GiB reached its first token in
+  // 2.7-2.8 s with 256 MiB ahead, 3.2-4.6 s with 1 GiB).
   static constexpr size_t kPopulateAhead = size_t{256} << 20;
+  static constexpr size_t kPopulateLead = size_t{256} << 20;
+  int io_waiters_ = 0;  // forward-pass threads waiting on a load (under populate_mu_)
+  void io_waiting(int delta);
+  // Bytes past the first n cache slots up to the next 2 MiB boundary of the
+  // pool (or its end): what stays resident when slots from n up are retired.
+  size_t retired_sliver(int n) const;  // acquire() enters (+1) or leaves (-1) such a wait
   std::mutex populate_mu_;
   std::condition_variable_any populate_cv_;
   size_t frontier_ = 0;  // 1 + the highest slot index loaded so far (under populate_mu_)

@@ -271,6 +271,18 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
     slots = std::min<uint64_t>((p.budget - base) / p.slab_bytes, total_experts);
     slots_full = std::min<uint64_t>((p.budget - base - kv_bytes) / p.slab_bytes, total_experts);
   }
+  // Slots given back to the KV cache leave the 2 MiB page their last kept
+  // slot ends in resident (StreamingExpertStore::set_cache_slots): that
+  // sliver counts at a full context, as the store counts it.
+  if (o.mem_budget > 0 && o.slots_per_layer == 0 && slots_full < slots) {
+    constexpr uint64_t kHuge = uint64_t{2} << 20;
+    auto sliver = [&](uint64_t n) {
+      const uint64_t at = n * p.slab_bytes;
+      return std::min((at + kHuge - 1) / kHuge * kHuge, slots * p.slab_bytes) - at;
+    };
+    while (slots_full > min_slots && base + kv_bytes + slots_full * p.slab_bytes + sliver(slots_full) > p.budget)
+      --slots_full;
+  }
   if (o.mem_budget > 0 && o.slots_per_layer > 0)
     CLB_CHECK(base + kv_bytes + slots * p.slab_bytes <= p.budget,
               "the memory budget of %s is too small for %llu expert slots: it needs %s",

@@ -64,7 +64,7 @@ bool direct_reads_work(int fd) {
 }
 
 void* map_anonymous(size_t bytes, bool huge_pages) {
-  constexpr size_t kHuge = size_t{2} << 20;
+  constexpr size_t kHuge = kHugePageBytes;
   const size_t extra = huge_pages ? kHuge : 0;
   void* m = mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;

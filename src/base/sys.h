@@ -39,5 +39,15 @@ void populate_pages(void* p, size_t bytes);
 // first touching it costs one fault per 2 MiB instead of one per page.
 // Release it with munmap(p, bytes).
 void* map_anonymous(size_t bytes, bool huge_pages);
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+// Bytes from offset `at` of such a mapping up to its next 2 MiB boundary,
+// or up to `end` (its size) if that comes first: where memory from `at` on
+// is dropped, what stays resident of the huge page `at` falls in (dropping
+// part of a huge page splits it, and a split page stays charged whole until
+// memory pressure finishes the split).
+inline size_t huge_page_sliver(size_t at, size_t end) {
+  const size_t up = (at + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  return up < end ? up - at : (end > at ? end - at : 0);
+}
 
 }  // namespace colibri

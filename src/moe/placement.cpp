@@ -275,11 +275,7 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   // slot ends in resident (StreamingExpertStore::set_cache_slots): that
   // sliver counts at a full context, as the store counts it.
   if (o.mem_budget > 0 && o.slots_per_layer == 0 && slots_full < slots) {
-    constexpr uint64_t kHuge = uint64_t{2} << 20;
-    auto sliver = [&](uint64_t n) {
-      const uint64_t at = n * p.slab_bytes;
-      return std::min((at + kHuge - 1) / kHuge * kHuge, slots * p.slab_bytes) - at;
-    };
+    auto sliver = [&](uint64_t n) { return huge_page_sliver(n * p.slab_bytes, slots * p.slab_bytes); };
     while (slots_full > min_slots && base + kv_bytes + slots_full * p.slab_bytes + sliver(slots_full) > p.budget)
       --slots_full;
   }

@@ -123,12 +123,12 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   populate_end_ = pool_bytes_;
   populate_ = std::jthread([this](std::stop_token stop) {
     // On idle CPU only, ahead of the loads (see populate_); where
-    // SCHED_IDLE is refused, at nice 10 and kPopulateAhead ahead.
+    // SCHED_IDLE is refused, at nice 10 and never past kPopulateLead.
     sched_param idle{};
     size_t ahead = pool_bytes_;
     if (sched_setscheduler(0, SCHED_IDLE, &idle) != 0) {  // this thread only (Linux)
       setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
-      ahead = kPopulateAhead;
+      ahead = kPopulateLead;
     }
     // Small steps: faulting holds the address space's lock, and every mmap
     // (a new thread's stack, a buffer) waits for the step in progress.
@@ -588,21 +588,18 @@ void StreamingExpertStore::set_cache_slots(int n) {
     populate_cv_.wait(pl, [&] { return !populating_; });
   }
   // From the first 2 MiB boundary at or above the retired slots to the end
-  // of the pool: dropping part of a transparent huge page splits it, and a
-  // split page stays charged whole until memory pressure finishes the split
-  // (a context-filling run under a 40 MiB budget peaked 3-12 MiB over it
-  // that way). The sliver below the boundary stays resident (under 2 MiB);
-  // a later retirement that passes the boundary drops it.
+  // of the pool (huge_page_sliver: a context-filling run under a 40 MiB
+  // budget peaked 3-12 MiB over it when retired slots split huge pages).
+  // The sliver below the boundary stays resident (under 2 MiB); a later
+  // retirement that passes the boundary drops it.
   const size_t from = static_cast<size_t>(n_pinned_ + n) * slot_bytes_ + retired_sliver(n);
   const size_t end = (pool_bytes_ + page_size() - 1) / page_size() * page_size();
   if (from < end) madvise(pool_ + from, end - from, MADV_DONTNEED);
 }
 
 size_t StreamingExpertStore::retired_sliver(int n) const {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t at = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
-  const size_t end = (pool_bytes_ + page_size() - 1) / page_size() * page_size();
-  return std::min((at + kHuge - 1) / kHuge * kHuge, std::max(end, at)) - at;
+  const size_t end = (pool_bytes_ + page_size() - 1) / page_size() * page_size();  // the mapping's
+  return huge_page_sliver(static_cast<size_t>(n_pinned_ + n) * slot_bytes_, end);
 }
 
 ExpertStoreStats StreamingExpertStore::stats() const {

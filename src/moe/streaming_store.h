@@ -173,16 +173,15 @@ class StreamingExpertStore : public ExpertStore {
   // idle priority does not preempt a 2 MiB page's fault already under way,
   // and a run that uses 8 GB of a 10 GB pool paid for all of it during
   // decode; gated on the waits, 10.3-12.7. Where SCHED_IDLE is refused, at
-  // nice 10 and no further than kPopulateAhead past the highest slot a load
+  // nice 10 and no further than kPopulateLead past the highest slot a load
   // has used (at nice 10 a first prompt at 8 GiB reached its first token in
   // 2.7-2.8 s with 256 MiB ahead, 3.2-4.6 s with 1 GiB).
-  static constexpr size_t kPopulateAhead = size_t{256} << 20;
   static constexpr size_t kPopulateLead = size_t{256} << 20;
   int io_waiters_ = 0;  // forward-pass threads waiting on a load (under populate_mu_)
-  void io_waiting(int delta);
-  // Bytes past the first n cache slots up to the next 2 MiB boundary of the
-  // pool (or its end): what stays resident when slots from n up are retired.
-  size_t retired_sliver(int n) const;  // acquire() enters (+1) or leaves (-1) such a wait
+  void io_waiting(int delta);  // acquire() enters (+1) or leaves (-1) such a wait
+  // What stays resident when cache slots from n up are retired
+  // (huge_page_sliver past the first n).
+  size_t retired_sliver(int n) const;
   std::mutex populate_mu_;
   std::condition_variable_any populate_cv_;
   size_t frontier_ = 0;  // 1 + the highest slot index loaded so far (under populate_mu_)

@@ -84,6 +84,22 @@ if [ -d "$shared/golden" ]; then
         fi
       done
     done
+    # And over a q8_0 KV cache (the NEON q8_0 attention; the quantizer that
+    # writes it is the x86 one to the bit).
+    for m in olmoe-q8_0 gptoss-mxfp4; do
+      args=(run -m "$shared/golden/$m.gguf" -p "The capital of France is" -n 16 --temp 0 -t 2 --kv-type q8_0)
+      want=$(build/colibri "${args[@]}" 2>/dev/null)
+      for cpu in max cortex-a53; do
+        got=$("$qemu" -cpu $cpu $bin/colibri "${args[@]}" 2>/dev/null || echo "(colibri failed)")
+        if [ "$got" == "$want" ]; then
+          echo "test-arm64: ok   greedy text $m, q8_0 KV cache, -cpu $cpu"
+        else
+          echo "test-arm64: FAIL greedy text $m, q8_0 KV cache, -cpu $cpu"
+          printf '  x86:   %q\n  arm64: %q\n' "$want" "$got"
+          fail=1
+        fi
+      done
+    done
   else
     echo "test-arm64: greedy text against x86 SKIPPED: build/colibri is not built"
   fi

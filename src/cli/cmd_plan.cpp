@@ -77,9 +77,9 @@ int plan(const PlanArgs& a) {
   const int threads = a.n_threads > 0 ? a.n_threads
                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const uint64_t scratch = scratch_bytes_estimate(cfg, n_ctx, a.n_batch, threads);
-  const uint64_t kv_full = kv_cache_bytes(cfg, n_ctx, std::max(a.n_seq, 1),
-                                          static_cast<int>(KVCache::element_bytes(a.kv_type)));
-  Plan p = make_plan(a.store, *f, cfg, w, scratch, kv_full);
+  KVCache::check_type(cfg, a.kv_type);
+  const uint64_t kv_full = kv_cache_bytes(cfg, n_ctx, std::max(a.n_seq, 1), a.kv_type);
+  Plan p = make_plan(a.store, *f, cfg, w, scratch, kv_full, a.kv_type);
   std::printf("model: %s (%s)\n%s\n", a.model.c_str(),
               format_size(static_cast<double>(f->file_size())).c_str(), cfg.describe().c_str());
   std::printf("KV cache (%s) and scratch for %d tokens of context, batches of %d, %d threads\n",

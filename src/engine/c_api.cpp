@@ -64,15 +64,17 @@ colibri_status colibri_init(const char* model_path, const colibri_options* optio
   if (options) o = *options;
   if (o.precision != COLIBRI_PRECISION_NATIVE && o.precision != COLIBRI_PRECISION_REFERENCE)
     return set_error(COLIBRI_ERR_INVALID_ARGUMENT, "options.precision must be 0 or 1");
-  if (o.kv_type != COLIBRI_KV_F16 && o.kv_type != COLIBRI_KV_F32)
-    return set_error(COLIBRI_ERR_INVALID_ARGUMENT, "options.kv_type must be 0 (f16) or 1 (f32)");
+  if (o.kv_type != COLIBRI_KV_F16 && o.kv_type != COLIBRI_KV_F32 && o.kv_type != COLIBRI_KV_Q8_0)
+    return set_error(COLIBRI_ERR_INVALID_ARGUMENT, "options.kv_type must be 0 (f16), 1 (f32) or 2 (q8_0)");
   return guard(COLIBRI_ERR_MODEL, [&] {
     colibri::EngineOptions eo;
     eo.model_path = model_path;
     eo.n_ctx = o.n_ctx;
     eo.n_threads = o.n_threads;
     eo.n_batch = 1;
-    eo.kv_type = o.kv_type == COLIBRI_KV_F32 ? colibri::DType::F32 : colibri::DType::F16;
+    eo.kv_type = o.kv_type == COLIBRI_KV_F32    ? colibri::DType::F32
+                 : o.kv_type == COLIBRI_KV_Q8_0 ? colibri::DType::Q8_0
+                                                : colibri::DType::F16;
     eo.precision = o.precision == COLIBRI_PRECISION_REFERENCE ? colibri::Precision::kReference
                                                              : colibri::Precision::kNative;
     auto e = std::make_unique<colibri_engine>();

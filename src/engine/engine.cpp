@@ -27,9 +27,9 @@ Engine::Engine(const EngineOptions& o) : opts_(o) {
   // The KV cache shares its room with the expert cache: slots at an empty
   // context, given back as the context grows (the listener below).
   const uint64_t scratch = scratch_bytes_estimate(cfg_, n_ctx, o.n_batch, threads);
-  const uint64_t kv_full = kv_cache_bytes(cfg_, n_ctx, std::max(o.n_seq, 1),
-                                          static_cast<int>(KVCache::element_bytes(o.kv_type)));
-  store_ = make_expert_store(o.store, *file_, cfg_, weights_, scratch, &plan_, kv_full);
+  KVCache::check_type(cfg_, o.kv_type);
+  const uint64_t kv_full = kv_cache_bytes(cfg_, n_ctx, std::max(o.n_seq, 1), o.kv_type);
+  store_ = make_expert_store(o.store, *file_, cfg_, weights_, scratch, &plan_, kv_full, o.kv_type);
   // The dense weights load in the background from here on; the vocabulary
   // is built meanwhile.
   tokenizer_ = Tokenizer::from_gguf(*file_);

@@ -92,7 +92,7 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
   for (int t = 0; t < n; ++t) work += static_cast<int64_t>(batch[t].pos + 1 - first_pos(t)) * H * hd;
   const int64_t grain_all = work < (1 << 16) ? -1 : 1;
   if (pool_.trace()) {  // the cache bytes it reads, for a profile
-    const size_t row = kv.element_bytes(kv.type()) * static_cast<size_t>(hd + hdv);
+    const size_t row = kv.head_row_bytes();
     uint64_t bytes = 0;
     for (int t = 0; t < n; ++t)
       bytes += static_cast<uint64_t>(batch[t].pos + 1 - first_pos(t)) * row;
@@ -101,14 +101,17 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
   const size_t out_stride = static_cast<size_t>(H) * hdv;
   auto attend_block = [&](const float* q, size_t q_step, int m, const int32_t* n_pos, int seq, int kvh, int p0,
                           float* out, size_t out_step, float sink, float* scores) {
-    if (kv.type() == DType::F16)
-      attend_batch(q, q_step, m, n_pos, kv.k<uint16_t>(seq, l, kvh) + p0 * kv.k_stride(), kv.k_stride(),
-                   kv.v<uint16_t>(seq, l, kvh) + p0 * kv.v_stride(), kv.v_stride(), hd, hdv, cfg_.kq_scale, scores,
+    auto run = [&]<typename KV>(const KV*) {
+      attend_batch(q, q_step, m, n_pos, kv.k<KV>(seq, l, kvh) + p0 * kv.k_stride(), kv.k_stride(),
+                   kv.v<KV>(seq, l, kvh) + p0 * kv.v_stride(), kv.v_stride(), hd, hdv, cfg_.kq_scale, scores,
                    out, out_step, sink);
+    };
+    if (kv.type() == DType::F16)
+      run(static_cast<const uint16_t*>(nullptr));
+    else if (kv.type() == DType::Q8_0)
+      run(static_cast<const block_q8_0*>(nullptr));
     else
-      attend_batch(q, q_step, m, n_pos, kv.k<float>(seq, l, kvh) + p0 * kv.k_stride(), kv.k_stride(),
-                   kv.v<float>(seq, l, kvh) + p0 * kv.v_stride(), kv.v_stride(), hd, hdv, cfg_.kq_scale, scores, out,
-                   out_step, sink);
+      run(static_cast<const float*>(nullptr));
   };
 
   // A sequence's lone token in this batch (a decode step): its heads that

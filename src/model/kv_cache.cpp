@@ -7,20 +7,31 @@
 
 namespace colibri {
 
-size_t KVCache::element_bytes(DType type) {
-  CLB_CHECK(type == DType::F16 || type == DType::F32, "the KV cache is stored as f16 or f32, not %s",
-            dtype_info(type).name);
-  return type == DType::F16 ? 2 : 4;
+void KVCache::check_type(const ModelConfig& c, DType type) {
+  CLB_CHECK(type == DType::F16 || type == DType::F32 || type == DType::Q8_0,
+            "the KV cache is stored as f16, f32 or q8_0, not %s", dtype_info(type).name);
+  CLB_CHECK(type != DType::Q8_0 || (c.head_dim % kQK == 0 && c.head_dim_v % kQK == 0),
+            "a q8_0 KV cache stores blocks of %d values, and this model's attention heads have %d key "
+            "and %d value dimensions: use --kv-type f16",
+            kQK, c.head_dim, c.head_dim_v);
 }
+
+namespace {
+size_t unit_bytes(DType type) {
+  return type == DType::Q8_0 ? sizeof(block_q8_0) : type == DType::F16 ? 2 : 4;
+}
+}  // namespace
 
 KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)
     : n_layer_(c.n_layer), n_head_kv_(c.n_head_kv), n_ctx_(n_ctx), n_seq_(n_seq), hd_k_(c.head_dim),
-      hd_v_(c.head_dim_v), v_in_k_(c.is_mla()), type_(type), elem_(element_bytes(type)) {
+      hd_v_(c.head_dim_v), v_in_k_(c.is_mla()), type_(type), unit_(unit_bytes(type)),
+      k_row_(row_bytes(type, c.head_dim)), v_row_(row_bytes(type, c.head_dim_v)) {
+  check_type(c, type);
   CLB_CHECK(n_ctx > 0 && n_seq > 0, "context size %d and sequence count %d must be positive", n_ctx,
             n_seq);
   const size_t rows = static_cast<size_t>(n_seq) * n_layer_ * n_head_kv_ * n_ctx;
-  k_.resize(rows * hd_k_ * elem_);
-  if (!v_in_k_) v_.resize(rows * hd_v_ * elem_);
+  k_.resize(rows * k_row_);
+  if (!v_in_k_) v_.resize(rows * v_row_);
   mark_.assign(n_seq, 0);
 }
 
@@ -36,8 +47,8 @@ void KVCache::commit_growth() {
     for (int l = 0; l < n_layer_; ++l)
       for (int h = 0; h < n_head_kv_; ++h) {
         const uint64_t row = index(seq, l, h);
-        bytes += pages(row * hd_k_ * elem_, static_cast<uint64_t>(mark_[seq]) * hd_k_ * elem_);
-        if (!v_in_k_) bytes += pages(row * hd_v_ * elem_, static_cast<uint64_t>(mark_[seq]) * hd_v_ * elem_);
+        bytes += pages(row * k_row_, static_cast<uint64_t>(mark_[seq]) * k_row_);
+        if (!v_in_k_) bytes += pages(row * v_row_, static_cast<uint64_t>(mark_[seq]) * v_row_);
       }
   }
   if (bytes <= touched_) return;
@@ -47,19 +58,20 @@ void KVCache::commit_growth() {
 
 namespace {
 void store_row(const float* src, size_t n, DType type, uint8_t* dst) {
-  if (type == DType::F32) {
+  if (type == DType::F32)
     std::memcpy(dst, src, n * sizeof(float));
-    return;
-  }
-  fp32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(n));
+  else if (type == DType::F16)
+    fp32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(n));
+  else
+    fp32_to_q8_0_row(src, reinterpret_cast<block_q8_0*>(dst), static_cast<int64_t>(n));
 }
 }  // namespace
 
 void KVCache::write(int seq, int l, int pos, const float* k, const float* v) {
   CLB_ASSERT(seq < n_seq_ && pos < n_ctx_);
   for (int h = 0; h < n_head_kv_; ++h) {
-    store_row(k + h * hd_k_, hd_k_, type_, k_.data() + index(seq, l, h, pos) * hd_k_ * elem_);
-    if (!v_in_k_) store_row(v + h * hd_v_, hd_v_, type_, v_.data() + index(seq, l, h, pos) * hd_v_ * elem_);
+    store_row(k + h * hd_k_, hd_k_, type_, k_.data() + index(seq, l, h, pos) * k_row_);
+    if (!v_in_k_) store_row(v + h * hd_v_, hd_v_, type_, v_.data() + index(seq, l, h, pos) * v_row_);
   }
 }
 
@@ -70,11 +82,9 @@ void KVCache::copy_prefix(int from, int to, int n) {
   commit_growth();
   for (int l = 0; l < n_layer_; ++l)
     for (int h = 0; h < n_head_kv_; ++h) {
-      std::memcpy(k_.data() + index(to, l, h) * hd_k_ * elem_, k_.data() + index(from, l, h) * hd_k_ * elem_,
-                  n * hd_k_ * elem_);
+      std::memcpy(k_.data() + index(to, l, h) * k_row_, k_.data() + index(from, l, h) * k_row_, n * k_row_);
       if (!v_in_k_)
-        std::memcpy(v_.data() + index(to, l, h) * hd_v_ * elem_, v_.data() + index(from, l, h) * hd_v_ * elem_,
-                    n * hd_v_ * elem_);
+        std::memcpy(v_.data() + index(to, l, h) * v_row_, v_.data() + index(from, l, h) * v_row_, n * v_row_);
     }
 }
 

@@ -1,8 +1,11 @@
 // The attention key/value cache, allocated once for n_seq sequences of n_ctx
 // positions, stored as F16 (half the memory and half the reads of attention,
-// llama.cpp's default) or F32 (what the reference outputs we compare with
-// used). Rows are written as F32 and rounded to nearest-even on the way in;
-// the attention kernels read either type (tensor/ops.h attend). Head-major:
+// llama.cpp's default), F32 (what the reference outputs we compare with
+// used) or Q8_0 (ggml's blocks of 32 int8 and a half scale, 34 bytes for 32
+// elements: llama.cpp's --cache-type-k/v q8_0, for long contexts, where the
+// cache's reads rival the weights'). Rows are written as F32 and rounded to
+// nearest-even (F16) or quantized (Q8_0, the activation quantizer) on the way
+// in; the attention kernels read each type (tensor/ops.h attend). Head-major:
 // one KV head's positions are consecutive rows of head_dim elements, so
 // attention streams them instead of striding a page (all heads' row) per
 // position, which cost a TLB miss per position at long contexts.
@@ -25,11 +28,12 @@ namespace colibri {
 
 class KVCache {
  public:
-  // type: DType::F16 or DType::F32.
+  // type: DType::F16, F32 or Q8_0 (check_type).
   KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type = DType::F16);
 
-  // Bytes per element of a cache of `type`, or an Error naming the types allowed.
-  static size_t element_bytes(DType type);
+  // An Error unless c's cache can be stored as `type`: one of the three, and
+  // for Q8_0 head sizes that are whole blocks of 32.
+  static void check_type(const ModelConfig& c, DType type);
 
   int n_ctx() const { return n_ctx_; }
   int n_seq() const { return n_seq_; }
@@ -40,22 +44,27 @@ class KVCache {
   // (n_embd_v; ignored, may be null, when values live in the key rows).
   void write(int seq, int l, int pos, const float* k, const float* v);
 
-  // Position 0 of KV head h's keys (values) for sequence seq, layer l, as the
-  // cache's type T (float for F32, uint16_t half bits for F16); position p
-  // is p * k_stride() (v_stride()) elements further.
+  // Position 0 of KV head h's keys (values) for sequence seq, layer l, as
+  // rows of the cache's unit T (float for F32, uint16_t half bits for F16,
+  // block_q8_0 for Q8_0: tensor/kv_row.h); position p is p * k_stride()
+  // (v_stride()) units further.
   template <typename T>
   const T* k(int seq, int l, int h) const {
-    return reinterpret_cast<const T*>(k_.data()) + index(seq, l, h) * hd_k_;
+    CLB_ASSERT(sizeof(T) == unit_);
+    return reinterpret_cast<const T*>(k_.data() + index(seq, l, h) * k_row_);
   }
   template <typename T>
   const T* v(int seq, int l, int h) const {
     if (v_in_k_) return k<T>(seq, l, h);
-    return reinterpret_cast<const T*>(v_.data()) + index(seq, l, h) * hd_v_;
+    CLB_ASSERT(sizeof(T) == unit_);
+    return reinterpret_cast<const T*>(v_.data() + index(seq, l, h) * v_row_);
   }
-  size_t k_stride() const { return hd_k_; }
-  size_t v_stride() const { return v_in_k_ ? hd_k_ : hd_v_; }
-  // Bytes one token takes in every layer.
-  size_t bytes_per_token() const { return n_layer_ * n_head_kv_ * (hd_k_ + (v_in_k_ ? 0 : hd_v_)) * elem_; }
+  size_t k_stride() const { return k_row_ / unit_; }
+  size_t v_stride() const { return (v_in_k_ ? k_row_ : v_row_) / unit_; }
+  // Bytes of one head's key row plus its value row (the key row alone for
+  // MLA), and of one token in every layer.
+  size_t head_row_bytes() const { return k_row_ + (v_in_k_ ? 0 : v_row_); }
+  size_t bytes_per_token() const { return n_layer_ * n_head_kv_ * head_row_bytes(); }
 
   // Copies positions [0, n) of one sequence into another (prefix reuse).
   void copy_prefix(int from, int to, int n);
@@ -85,7 +94,8 @@ class KVCache {
   size_t hd_k_, hd_v_;  // elements per head row
   bool v_in_k_;         // values are the first hd_v_ elements of each key row (MLA)
   DType type_;
-  size_t elem_;               // bytes per element
+  size_t unit_;               // bytes of a row's unit (an element, or a q8_0 block)
+  size_t k_row_, v_row_;      // bytes of one head's key row, value row
   AlignedBuffer<uint8_t> k_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim) elements
   AlignedBuffer<uint8_t> v_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim_v) elements
   std::vector<int> mark_;     // (n_seq) positions that may have been written

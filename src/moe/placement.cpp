@@ -139,19 +139,20 @@ uint64_t detect_memory_limit(std::string* source) {
   return best;
 }
 
-uint64_t kv_cache_bytes_per_token(const ModelConfig& c, int kv_bytes) {
-  // MLA caches one latent row a token whose first values are the values.
-  const uint64_t kv_row = c.is_mla() ? c.n_embd_k() : c.n_embd_k() + c.n_embd_v();
-  return static_cast<uint64_t>(kv_bytes) * c.n_layer * kv_row;
+uint64_t kv_cache_bytes_per_token(const ModelConfig& c, DType kv_type) {
+  // A row per KV head, layer and token; MLA caches one latent row whose
+  // first values are the values.
+  const uint64_t kv_row = row_bytes(kv_type, c.head_dim) + (c.is_mla() ? 0 : row_bytes(kv_type, c.head_dim_v));
+  return kv_row * c.n_layer * c.n_head_kv;
 }
 
-uint64_t kv_cache_bytes(const ModelConfig& c, int n_ctx, int n_seq, int kv_bytes) {
-  return kv_cache_bytes_per_token(c, kv_bytes) * static_cast<uint64_t>(n_seq) * static_cast<uint64_t>(n_ctx);
+uint64_t kv_cache_bytes(const ModelConfig& c, int n_ctx, int n_seq, DType kv_type) {
+  return kv_cache_bytes_per_token(c, kv_type) * static_cast<uint64_t>(n_seq) * static_cast<uint64_t>(n_ctx);
 }
 
 uint64_t runtime_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_seq,
-                                int n_threads, int kv_bytes) {
-  return kv_cache_bytes(c, n_ctx, n_seq, kv_bytes) + scratch_bytes_estimate(c, n_ctx, n_batch, n_threads);
+                                int n_threads, DType kv_type) {
+  return kv_cache_bytes(c, n_ctx, n_seq, kv_type) + scratch_bytes_estimate(c, n_ctx, n_batch, n_threads);
 }
 
 uint64_t scratch_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, int n_threads) {
@@ -173,7 +174,7 @@ uint64_t scratch_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, in
 }
 
 Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,
-               const ModelWeights& w, uint64_t other_bytes, uint64_t kv_bytes) {
+               const ModelWeights& w, uint64_t other_bytes, uint64_t kv_bytes, DType kv_type) {
   Plan p;
   p.policy = o.policy;
   p.io = o.io;
@@ -184,7 +185,8 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
   p.n_expert_used = cfg.n_expert_used;
   p.other_bytes = other_bytes;
   p.kv_bytes = kv_bytes;
-  p.kv_bytes_per_token = kv_cache_bytes_per_token(cfg, 2);
+  p.kv_type = kv_type;
+  p.kv_bytes_per_token = kv_cache_bytes_per_token(cfg, kv_type);
   p.dense_bytes = DenseArena::bytes_needed(f, w) + w.derived_bytes;
   const Shape shape = model_shape(w, o.o_direct);
   p.n_moe_layers = shape.n_moe_layers;
@@ -333,12 +335,13 @@ std::string Plan::describe() const {
                    sz(embedding_bytes).c_str());
   if (kv_bytes > 0) {
     s += strprintf("  scratch:                      %12s\n", sz(other_bytes).c_str());
-    s += strprintf("  KV cache, as the context grows: 0 to %s  (f16: %s per token of context; "
+    s += strprintf("  KV cache, as the context grows: 0 to %s  (%s: %s per token of context; "
                    "shares its room with the expert cache)\n",
-                   sz(kv_bytes).c_str(), sz(kv_bytes_per_token).c_str());
+                   sz(kv_bytes).c_str(), dtype_name(kv_type), sz(kv_bytes_per_token).c_str());
   } else {
     s += strprintf("  KV cache and scratch:         %12s", sz(other_bytes).c_str());
-    if (kv_bytes_per_token) s += strprintf("  (f16 KV: %s per token of context)", sz(kv_bytes_per_token).c_str());
+    if (kv_bytes_per_token)
+      s += strprintf("  (%s KV: %s per token of context)", dtype_name(kv_type), sz(kv_bytes_per_token).c_str());
     s += "\n";
   }
   if (n_moe_layers > 0) {
@@ -432,9 +435,10 @@ class PlacedStore : public ExpertStore {
 
 std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, const GgufFile& f,
                                                const ModelConfig& cfg, ModelWeights& w,
-                                               uint64_t other_bytes, Plan* plan_out, uint64_t kv_bytes) {
+                                               uint64_t other_bytes, Plan* plan_out, uint64_t kv_bytes,
+                                               DType kv_type) {
   CLB_CHECK(f.fd() >= 0, "%s: placement needs a model read from a file", f.name().c_str());
-  Plan p = make_plan(o, f, cfg, w, other_bytes, kv_bytes);
+  Plan p = make_plan(o, f, cfg, w, other_bytes, kv_bytes, kv_type);
   // The expert store first: its pool faults in (and its hot set loads) while
   // the dense weights are read.
   std::unique_ptr<ExpertStore> inner;

@@ -63,6 +63,7 @@ struct Plan {
   uint64_t other_bytes = 0;    // scratch (and any KV cache counted as fixed), as the caller stated
   uint64_t kv_bytes = 0;       // the KV cache at a full context, which shares its room with cache slots
   uint64_t kv_bytes_per_token = 0;  // KV cache bytes one token of context takes (all layers)
+  DType kv_type = DType::F16;       // the KV cache's storage
   uint64_t slab_bytes = 0;     // one slot
   int n_moe_layers = 0, n_expert = 0, n_expert_used = 0;
   uint64_t expert_bytes = 0;   // all routed experts in the file
@@ -106,31 +107,32 @@ std::string format_size(double bytes);
 // says which.
 uint64_t detect_memory_limit(std::string* source);
 
-// Bytes of KV cache one token of context takes in every layer, at kv_bytes
-// per element.
-uint64_t kv_cache_bytes_per_token(const ModelConfig& c, int kv_bytes);
+// Bytes of KV cache one token of context takes in every layer, stored as
+// kv_type (F16, F32 or Q8_0: model/kv_cache.h).
+uint64_t kv_cache_bytes_per_token(const ModelConfig& c, DType kv_type);
 
 // Bytes of a KV cache of n_seq sequences of n_ctx positions.
-uint64_t kv_cache_bytes(const ModelConfig& c, int n_ctx, int n_seq, int kv_bytes);
+uint64_t kv_cache_bytes(const ModelConfig& c, int n_ctx, int n_seq, DType kv_type);
 
 // The forward pass's scratch for batches of n_batch on n_threads threads
 // over a context of n_ctx.
 uint64_t scratch_bytes_estimate(const ModelConfig& cfg, int n_ctx, int n_batch, int n_threads);
 
-// Bytes of the KV cache (n_seq sequences of n_ctx positions, of kv_bytes
-// bytes per element: 2 for F16, 4 for F32) plus the scratch: what a caller
-// passes as other_bytes when it has not measured its own and holds the KV
-// cache fixed.
+// Bytes of the KV cache (n_seq sequences of n_ctx positions, stored as
+// kv_type) plus the scratch: what a caller passes as other_bytes when it has
+// not measured its own and holds the KV cache fixed.
 uint64_t runtime_bytes_estimate(const ModelConfig& cfg, int n_ctx, int n_batch, int n_seq,
-                                int n_threads, int kv_bytes);
+                                int n_threads, DType kv_type);
 
 // The placement, without touching the weights. other_bytes are held for
 // good; kv_bytes (the KV cache at a full context) share their room with the
 // expert cache, which gives slots back as the KV cache's pages are touched
-// (ExpertStore::set_kv_bytes). Throws Error when the budget is too small,
-// saying how much is needed.
+// (ExpertStore::set_kv_bytes); kv_type is the cache's storage (what the
+// plan reports per token). Throws Error when the budget is too small, saying
+// how much is needed.
 Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,
-               const ModelWeights& w, uint64_t other_bytes, uint64_t kv_bytes = 0);
+               const ModelWeights& w, uint64_t other_bytes, uint64_t kv_bytes = 0,
+               DType kv_type = DType::F16);
 
 // Plans, builds the store for the experts, then starts copying the dense
 // weights into anonymous memory (moe/dense_arena.h), pointing w's views at
@@ -140,6 +142,6 @@ Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig
 std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, const GgufFile& f,
                                                const ModelConfig& cfg, ModelWeights& w,
                                                uint64_t other_bytes, Plan* plan_out = nullptr,
-                                               uint64_t kv_bytes = 0);
+                                               uint64_t kv_bytes = 0, DType kv_type = DType::F16);
 
 }  // namespace colibri

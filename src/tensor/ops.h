@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/quant_blocks.h"
 #include "tensor/view.h"
 
 namespace colibri {
@@ -85,6 +86,16 @@ void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos
                   size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
                   float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
 
+// The same over a cache stored as Q8_0 (rows of block_q8_0, strides in
+// blocks; head_dim and head_dim_v multiples of 32): the bits an F32 cache
+// holding the dequantized values gives.
+void attend(const float* q, const block_q8_0* k, size_t k_stride, const block_q8_0* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink = -INFINITY);
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q8_0* k,
+                  size_t k_stride, const block_q8_0* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
+
 // y[i] = silu(g[i]) * u[i] (y may be g or u): the gated FFN's activation.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
 
@@ -134,6 +145,9 @@ uint16_t fp32_to_fp16(float f);
 // n floats to halves (round to nearest, ties to even: fp32_to_fp16 each), with
 // the CPU's conversion instructions where it has them.
 void fp32_to_fp16_row(const float* x, uint16_t* dst, int64_t n);
+// n floats (a multiple of 32) to q8_0 blocks with the active ISA's activation
+// quantizer (the one ggml's CPU backend also writes a q8_0 KV cache with).
+void fp32_to_q8_0_row(const float* x, block_q8_0* dst, int64_t n);
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);
 

@@ -258,36 +258,49 @@ TEST(Stories260K, GreedyTextEqualsRunC) {
 namespace colibri {
 namespace {
 
-// The F16 cache (the default) against the F32 one on every golden model's
-// prompts: halves keep 11 significant bits, so the logits move by a small
-// fraction of their spread (or, on quantized files, by at most the golden
-// tolerance between implementations); a key or value row read at the wrong
-// place would move them by the spread itself. And the cache is half-sized.
-TEST(KvCacheF16, CloseToTheF32Cache) {
-  if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent";
-  int models = 0, moved = 0;
+// Every prompt row's logits with a cache of `type` and with an F32 cache, on
+// every golden model whose heads the type can store (the rest are counted in
+// *skipped): the largest |difference| per model over rows before the first
+// routing difference (where a quantized file's routing flips between the two
+// caches, the README measured flips at gaps up to 0.022 under an F16 cache
+// in llama.cpp itself, the rows from there on are not comparable), the
+// logits' spread, and the two caches' sizes.
+struct CacheDiff {
+  std::string model;
+  double max_d = 0;
+  float spread = 0;
+  int compared = 0;
+  size_t bytes = 0, bytes_f32 = 0;
+};
+std::vector<CacheDiff> cache_vs_f32(DType type, int* skipped) {
+  std::vector<CacheDiff> out;
   for (const GoldenParam& p : golden_params()) {
     if (p.dequant) continue;
     const json j = load_json(kGolden / (p.model + ".json"));
-    // Every prompt row's logits and routing with each cache. Where a
-    // quantized file's routing flips between the two (the README measured
-    // flips at gaps up to 0.022 under an F16 cache in llama.cpp itself), the
-    // rows from there on are not comparable and are left out.
     std::vector<std::vector<float>> rows[2];
     std::vector<std::vector<int32_t>> routes[2];
     size_t kv_bytes[2] = {};
-    for (int f16 = 0; f16 < 2; ++f16) {
+    bool storable = true;
+    for (int quant = 0; quant < 2 && storable; ++quant) {
       EngineOptions o;
       o.model_path = (kGolden / (p.model + ".gguf")).string();
       o.n_ctx = 512;
       o.n_batch = 128;
       o.n_threads = 2;
-      o.kv_type = f16 ? DType::F16 : DType::F32;
+      o.kv_type = quant ? type : DType::F32;
       o.store.no_history = true;
-      Engine engine(o);
-      kv_bytes[f16] = engine.kv().bytes();
-      const ModelConfig& cfg = engine.config();
-      const int k = std::max(cfg.n_expert_used, 1), V = engine.n_vocab();
+      std::unique_ptr<Engine> engine;
+      try {
+        engine = std::make_unique<Engine>(o);
+      } catch (const Error& e) {
+        // A q8_0 cache refuses heads that are not whole blocks, saying so.
+        EXPECT_NE(std::string(e.what()).find("use --kv-type f16"), std::string::npos) << e.what();
+        storable = false;
+        break;
+      }
+      kv_bytes[quant] = engine->kv().bytes();
+      const ModelConfig& cfg = engine->config();
+      const int k = std::max(cfg.n_expert_used, 1), V = engine->n_vocab();
       for (const json& c : j["cases"]) {
         std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
         if (tokens.empty()) continue;
@@ -297,22 +310,27 @@ TEST(KvCacheF16, CloseToTheF32Cache) {
         std::vector<float> logits(static_cast<size_t>(n) * V);
         RoutingTrace trace;
         trace.resize(n, cfg.n_layer, k);
-        engine.transformer().forward(batch, engine.kv(), logits.data(), &trace);
+        engine->transformer().forward(batch, engine->kv(), logits.data(), &trace);
         for (int i = 0; i < n; ++i) {
-          rows[f16].emplace_back(logits.begin() + static_cast<size_t>(i) * V, logits.begin() + static_cast<size_t>(i + 1) * V);
+          rows[quant].emplace_back(logits.begin() + static_cast<size_t>(i) * V, logits.begin() + static_cast<size_t>(i + 1) * V);
           std::vector<int32_t> r(trace.experts(i, 0), trace.experts(i, 0) + cfg.n_layer * k);
           for (int l = 0; l < cfg.n_layer; ++l) std::sort(r.begin() + l * k, r.begin() + (l + 1) * k);
-          routes[f16].push_back(r);
+          routes[quant].push_back(r);
         }
-        rows[f16].emplace_back();  // a case boundary
-        routes[f16].emplace_back();
+        rows[quant].emplace_back();  // a case boundary
+        routes[quant].emplace_back();
       }
     }
-    ASSERT_EQ(rows[0].size(), rows[1].size());
-    EXPECT_EQ(kv_bytes[1] * 2, kv_bytes[0]) << p.model;
+    if (!storable) {
+      ++*skipped;
+      continue;
+    }
+    EXPECT_EQ(rows[0].size(), rows[1].size());
+    CacheDiff d;
+    d.model = p.model;
+    d.bytes = kv_bytes[1];
+    d.bytes_f32 = kv_bytes[0];
     float lo = INFINITY, hi = -INFINITY;
-    double max_d = 0;
-    int compared = 0;
     bool flipped = false;
     for (size_t r = 0; r < rows[0].size(); ++r) {
       if (rows[0][r].empty()) {
@@ -321,25 +339,63 @@ TEST(KvCacheF16, CloseToTheF32Cache) {
       }
       flipped = flipped || routes[0][r] != routes[1][r];
       if (flipped) continue;
-      ++compared;
+      ++d.compared;
       for (size_t i = 0; i < rows[0][r].size(); ++i) {
         lo = std::min(lo, rows[0][r][i]);
         hi = std::max(hi, rows[0][r][i]);
-        max_d = std::max(max_d, static_cast<double>(std::fabs(rows[1][r][i] - rows[0][r][i])));
+        d.max_d = std::max(d.max_d, static_cast<double>(std::fabs(rows[1][r][i] - rows[0][r][i])));
       }
     }
-    EXPECT_GT(compared, 0) << p.model;
-    std::printf("  %-40s f16 cache vs f32: max |dlogit| %.3g over a spread of %.3g\n", p.model.c_str(),
-                max_d, hi - lo);
+    d.spread = hi - lo;
+    EXPECT_GT(d.compared, 0) << p.model;
+    std::printf("  %-40s %s cache vs f32: max |dlogit| %.3g over a spread of %.3g\n", p.model.c_str(),
+                dtype_name(type), d.max_d, d.spread);
+    out.push_back(d);
+  }
+  return out;
+}
+
+// The F16 cache (the default) against the F32 one on every golden model's
+// prompts: halves keep 11 significant bits, so the logits move by a small
+// fraction of their spread (or, on quantized files, by at most the golden
+// tolerance between implementations); a key or value row read at the wrong
+// place would move them by the spread itself. And the cache is half-sized.
+TEST(KvCacheF16, CloseToTheF32Cache) {
+  if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent";
+  int skipped = 0, moved = 0;
+  const std::vector<CacheDiff> diffs = cache_vs_f32(DType::F16, &skipped);
+  for (const CacheDiff& d : diffs) {
+    EXPECT_EQ(d.bytes * 2, d.bytes_f32) << d.model;
     // Measured: 0.002-0.007 on the float models, 0.04 bf16, 0.16-0.25 on the
     // quantized ones (activations quantized to 8 bits turn the cache's
     // rounding into whole steps, as between llama.cpp builds; their T is 0.6).
-    EXPECT_LE(max_d, std::max(tolerance_for(p.model, false).T, 0.01 * (hi - lo))) << p.model;
-    ++models;
-    moved += max_d > 0;
+    EXPECT_LE(d.max_d, std::max(tolerance_for(d.model, false).T, 0.01 * d.spread)) << d.model;
+    moved += d.max_d > 0;
   }
-  EXPECT_GT(models, 0);
+  EXPECT_EQ(skipped, 0);
+  EXPECT_GT(diffs.size(), 0u);
   EXPECT_GT(moved, 0) << "no model's logits changed: is the cache really F16?";
+}
+
+// The Q8_0 cache the same way: 8-bit values with a half scale per 32 keep
+// about 1/254 of each block's largest value, eight times F16's step, so the
+// logits move more (measured 0.10-0.37 on the float models, 0.25-0.52 on
+// the quantized ones, at most 0.9% of the spread), and never by the
+// spread itself as a misread row would. 17/32 of an F16 cache's bytes (34
+// bytes a block of 32). Models whose heads are not whole blocks of 32 (16
+// dimensions, MLA's 32 + 16) refuse it with a clear error (checked inside).
+TEST(KvCacheQ8, CloseToTheF32Cache) {
+  if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent";
+  int skipped = 0, moved = 0;
+  const std::vector<CacheDiff> diffs = cache_vs_f32(DType::Q8_0, &skipped);
+  for (const CacheDiff& d : diffs) {
+    EXPECT_EQ(d.bytes * 64, d.bytes_f32 * 17) << d.model;
+    EXPECT_LE(d.max_d, std::max(tolerance_for(d.model, false).T, 0.02 * d.spread)) << d.model;
+    moved += d.max_d > 0;
+  }
+  std::printf("  %zu models compared, %d refused (head sizes not whole blocks of 32)\n", diffs.size(), skipped);
+  EXPECT_GT(diffs.size(), 5u);
+  EXPECT_GT(moved, 0) << "no model's logits changed: is the cache really Q8_0?";
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ TEST(Budget, ModelThreeTimesTheBudgetRunsInACgroupLimit) {
   uint64_t other = 0;
   {
     test::LoadedModel m = test::load_model(cg.model);
-    other = runtime_bytes_estimate(m.cfg, kPrompt + kSteps + 1, kPrompt, 1, 2, 2);  // F16 cache
+    other = runtime_bytes_estimate(m.cfg, kPrompt + kSteps + 1, kPrompt, 1, 2, DType::F16);
     plan = make_plan(o, *m.file, m.cfg, m.w, other);
     ASSERT_GE(static_cast<double>(m.file->file_size()), 3.0 * budget) << "the model must be 3x the budget";
   }
@@ -267,7 +267,7 @@ TEST(Budget, KvCacheTakesItsRoomFromTheExpertCacheAsTheContextFills) {
   {
     test::LoadedModel m = test::load_model(cg.model);
     scratch = scratch_bytes_estimate(m.cfg, kCtx, kCtxBatch, 2);
-    kv = kv_cache_bytes(m.cfg, kCtx, 1, 2);
+    kv = kv_cache_bytes(m.cfg, kCtx, 1, DType::F16);
     plan = make_plan(o, *m.file, m.cfg, m.w, scratch, kv);
   }
   const uint64_t limit = budget + plan.fixed_overhead + kSanitizerBytes;

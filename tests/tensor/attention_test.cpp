@@ -185,3 +185,69 @@ TEST(Attend, F16CacheEqualsF32CacheOfTheSameValues) {
 
 }  // namespace
 }  // namespace colibri
+
+namespace colibri {
+namespace {
+
+// A Q8_0 cache: every ISA's Q8_0 kernels give, bit for bit, what its F32
+// kernels give on a cache holding the dequantized values (ggml's x = q * d,
+// kernels/ref's dequantizer), one query and batches of every group size, at
+// long positions, on head sizes of 1 to 18 blocks (MLA's 576 and 512) and
+// padded strides; the blocks are written by the activation quantizer the
+// cache writes with, and the F32 kernels are checked against the oracle
+// above. Sinks too (GPT-OSS).
+TEST(Attend, Q8CacheEqualsF32CacheOfTheDequantizedValues) {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const Isa saved = active_isa();
+  struct Shape {
+    int hd, hdv;
+  };
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa)) continue;
+    set_kernel_isa(isa);
+    for (Shape sh : {Shape{32, 32}, Shape{64, 64}, Shape{128, 128}, Shape{192, 128}, Shape{576, 512}})
+      for (int n_q : {1, 2, 3, 4, 5, 8, 9}) {
+        const int hd = sh.hd, hdv = sh.hdv;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        std::vector<int32_t> n_pos(n_q);
+        for (int i = 0; i < n_q; ++i) n_pos[i] = (n_q == 3 ? 1 + 29 * i : 1030 + i);
+        const int32_t max_pos = *std::max_element(n_pos.begin(), n_pos.end());
+        // Strides: one block of padding in the key rows, none in the values.
+        const size_t kb = hd / 32 + 1, vb = hdv / 32;
+        std::vector<float> q(n_q * hd), scores(n_q * max_pos);
+        std::vector<block_q8_0> kq(max_pos * kb), vq(max_pos * vb);
+        std::vector<float> k(max_pos * kb * 32), v(max_pos * vb * 32), row(kb * 32);
+        for (float& x : q) x = nd(rng);
+        auto fill = [&](std::vector<block_q8_0>& blocks, std::vector<float>& plain, size_t nb) {
+          for (int32_t p = 0; p < max_pos; ++p) {
+            for (size_t i = 0; i < nb * 32; ++i) row[i] = nd(rng) * (1 + p % 7);
+            fp32_to_q8_0_row(row.data(), blocks.data() + p * nb, static_cast<int64_t>(nb * 32));
+            dequantize_row(DType::Q8_0, blocks.data() + p * nb, plain.data() + p * nb * 32,
+                           static_cast<int64_t>(nb * 32));
+          }
+        };
+        fill(kq, k, kb);
+        fill(vq, v, vb);
+        for (float sink : {-INFINITY, 0.7f}) {
+          std::vector<float> want(n_q * hdv), got(n_q * hdv);
+          attend_batch(q.data(), hd, n_q, n_pos.data(), k.data(), kb * 32, v.data(), vb * 32, hd, hdv, scale,
+                       scores.data(), want.data(), hdv, sink);
+          attend_batch(q.data(), hd, n_q, n_pos.data(), kq.data(), kb, vq.data(), vb, hd, hdv, scale,
+                       scores.data(), got.data(), hdv, sink);
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+              << isa_name(isa) << " batch, hd " << hd << " n_q " << n_q << " sink " << sink;
+          attend(q.data(), kq.data(), kb, vq.data(), vb, n_pos[0], hd, hdv, scale, scores.data(), got.data(),
+                 sink);
+          attend(q.data(), k.data(), kb * 32, v.data(), vb * 32, n_pos[0], hd, hdv, scale, scores.data(),
+                 want.data(), sink);
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), hdv * sizeof(float)), 0)
+              << isa_name(isa) << " one query, hd " << hd << " n_pos " << n_pos[0] << " sink " << sink;
+        }
+      }
+  }
+  set_kernel_isa(saved);
+}
+
+}  // namespace
+}  // namespace colibri

@@ -10,6 +10,7 @@
 
 #include "tensor/kernels/arm/neon_common.h"
 #include "tensor/kernels/arm/neon_widening.h"
+#include "tensor/kv_row.h"
 
 namespace colibri {
 namespace {
@@ -206,21 +207,24 @@ void silu_mul_neon(const float* g, const float* u, float* y, int64_t n) {
 
 // ---- attention of one query head (kernel_table.h's AttendKvFn) ----
 
-// Eight cached values as two fp32 vectors (F16: one load, fcvtl and fcvtl2).
-inline void load_kv8(const float* p, float32x4_t& lo, float32x4_t& hi) {
-  lo = vld1q_f32(p);
-  hi = vld1q_f32(p + 4);
+// Elements [i, i + 8) of a cached row as two fp32 vectors (F16: one load,
+// fcvtl and fcvtl2; Q8_0, i a multiple of 8: widened, converted and times
+// the block's scale). All exact (tensor/kv_row.h).
+inline void load_kv8(const float* row, int i, float32x4_t& lo, float32x4_t& hi) {
+  lo = vld1q_f32(row + i);
+  hi = vld1q_f32(row + i + 4);
 }
-inline void load_kv8(const uint16_t* p, float32x4_t& lo, float32x4_t& hi) {
-  const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+inline void load_kv8(const uint16_t* row, int i, float32x4_t& lo, float32x4_t& hi) {
+  const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(row + i));
   lo = vcvt_f32_f16(vget_low_f16(h));
   hi = vcvt_high_f32_f16(h);
 }
-inline float kv_f32(float x) {
-  return x;
-}
-inline float kv_f32(uint16_t h) {
-  return half_to_float(h);
+inline void load_kv8(const block_q8_0* row, int i, float32x4_t& lo, float32x4_t& hi) {
+  const block_q8_0& b = row[i / kQK];
+  const int16x8_t w = vmovl_s8(vld1_s8(b.qs + i % kQK));
+  const float32x4_t d = vdupq_n_f32(half_to_float(b.d));
+  lo = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))), d);
+  hi = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(w)), d);
 }
 
 template <typename KV>
@@ -234,12 +238,12 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     int i = 0;
     for (; i + 8 <= head_dim; i += 8) {
       float32x4_t k0, k1;
-      load_kv8(kp + i, k0, k1);
+      load_kv8(kp, i, k0, k1);
       a0 = vfmaq_f32(a0, vld1q_f32(q + i), k0);
       a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), k1);
     }
     float s = vaddvq_f32(vaddq_f32(a0, a1));
-    for (; i < head_dim; ++i) s = std::fma(q[i], kv_f32(kp[i]), s);
+    for (; i < head_dim; ++i) s = std::fma(q[i], kv_value(kp, i), s);
     scores[p] = s * scale;
     max = std::max(max, scores[p]);
   }
@@ -264,10 +268,10 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
     float32x4_t o[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
     for (int64_t t = 0; t < n_pos; ++t) {
       const float32x4_t a = vdupq_n_f32(scores[t] * inv);
-      const KV* vp = v + t * v_stride + i;
+      const KV* vp = v + t * v_stride;
       for (int c = 0; c < 4; c += 2) {
         float32x4_t v0, v1;
-        load_kv8(vp + 4 * c, v0, v1);
+        load_kv8(vp, i + 4 * c, v0, v1);
         o[c] = vfmaq_f32(o[c], a, v0);
         o[c + 1] = vfmaq_f32(o[c + 1], a, v1);
       }
@@ -277,7 +281,7 @@ void attend_neon(const float* q, const KV* k, size_t k_stride, const KV* v, size
   for (; i < head_dim_v; ++i) {
     float o = 0;
     for (int64_t t = 0; t < n_pos; ++t)
-      o = std::fma(scores[t] * inv, kv_f32(v[t * v_stride + i]), o);
+      o = std::fma(scores[t] * inv, kv_value(v + t * v_stride, i), o);
     out[i] = o;
   }
 }
@@ -307,6 +311,8 @@ void add_neon_kernels(KernelTable& t) {
   t.attend_batch = attend_batch_neon<float>;
   t.attend_f16 = attend_neon<uint16_t>;
   t.attend_batch_f16 = attend_batch_neon<uint16_t>;
+  t.attend_q8_0 = attend_neon<block_q8_0>;
+  t.attend_batch_q8_0 = attend_batch_neon<block_q8_0>;
   t.silu_mul = silu_mul_neon;
 }
 

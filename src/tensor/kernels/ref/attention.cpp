@@ -3,18 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/half.h"
 #include "tensor/kernels/ref/ref.h"
+#include "tensor/kv_row.h"
 
 namespace colibri::ref {
 
-namespace {
-float to_f32(float x) { return x; }
-float to_f32(uint16_t h) { return half_to_float(h); }
-}  // namespace
-
 // out = softmax(scale * q K^T) V over positions 0..n_pos-1; KV is the cache's
-// element type (float, or F16 bits read exactly as floats).
+// row unit (float, F16 bits or a q8_0 block, read exactly as the floats they
+// hold: tensor/kv_row.h).
 template <typename KV>
 void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
             int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink) {
@@ -22,7 +18,7 @@ void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_
   for (int64_t p = 0; p < n_pos; ++p) {
     const KV* kp = k + p * k_stride;
     float s = 0;
-    for (int i = 0; i < head_dim; ++i) s += q[i] * to_f32(kp[i]);
+    for (int i = 0; i < head_dim; ++i) s += q[i] * kv_value(kp, i);
     scores[p] = s * scale;
     max = std::max(max, scores[p]);
   }
@@ -38,7 +34,7 @@ void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_
   for (int64_t p = 0; p < n_pos; ++p) {
     const float a = scores[p] * inv;
     const KV* vp = v + p * v_stride;
-    for (int i = 0; i < head_dim_v; ++i) out[i] += a * to_f32(vp[i]);
+    for (int i = 0; i < head_dim_v; ++i) out[i] += a * kv_value(vp, i);
   }
 }
 
@@ -59,5 +55,9 @@ template void attend_batch<float>(const float*, size_t, int, const int32_t*, con
                                   const float*, size_t, int, int, float, float*, float*, size_t, float);
 template void attend_batch<uint16_t>(const float*, size_t, int, const int32_t*, const uint16_t*, size_t,
                                      const uint16_t*, size_t, int, int, float, float*, float*, size_t, float);
+template void attend<block_q8_0>(const float*, const block_q8_0*, size_t, const block_q8_0*, size_t, int64_t,
+                                 int, int, float, float*, float*, float);
+template void attend_batch<block_q8_0>(const float*, size_t, int, const int32_t*, const block_q8_0*, size_t,
+                                       const block_q8_0*, size_t, int, int, float, float*, float*, size_t, float);
 
 }  // namespace colibri::ref

@@ -346,22 +346,29 @@ struct TileFamily {
 // attend_x86 at 16 lanes, for the decode step (one query over a head's
 // cached rows, consecutive in the head-major cache): half the instructions
 // per position. Heads narrower than 16 take the 8-wide kernel.
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+// Elements [i, i + 16) of a cached row as floats (kernels/x86/x86_common.h's
+// load8; Q8_0: i a multiple of 16).
+inline __m512 load16(const float* row, int i) { return _mm512_loadu_ps(row + i); }
+inline __m512 load16(const uint16_t* row, int i) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)));
+}
+inline __m512 load16(const block_q8_0* row, int i) {
+  const block_q8_0& b = row[i / kQK];
+  const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % kQK)));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b.d)));
 }
 
-// out[0, 16A) = inv * sum over p of scores[p] * v[p][0, 16A): A independent
-// accumulators, each dimension summed in position order.
+// out[0, 16A) = inv * sum over p of scores[p] * v[p][i0, i0 + 16A): A
+// independent accumulators, each dimension summed in position order.
 template <int A, typename KV>
-inline void weighted_rows(const float* scores, const KV* v, size_t v_stride, int64_t n_pos, float inv,
+inline void weighted_rows(const float* scores, const KV* v, int i0, size_t v_stride, int64_t n_pos, float inv,
                           float* out) {
   __m512 o[A];
   for (int a = 0; a < A; ++a) o[a] = _mm512_setzero_ps();
   for (int64_t p = 0; p < n_pos; ++p, v += v_stride) {
-    prefetch_row(v, v_stride, 16 * A, p, n_pos);
+    prefetch_row(v, v_stride, 16 * A, p, n_pos, i0);
     const __m512 s = _mm512_set1_ps(scores[p]);
-    for (int a = 0; a < A; ++a) o[a] = _mm512_fmadd_ps(s, load16(v + 16 * a), o[a]);
+    for (int a = 0; a < A; ++a) o[a] = _mm512_fmadd_ps(s, load16(v, i0 + 16 * a), o[a]);
   }
   const __m512 iv = _mm512_set1_ps(inv);
   for (int a = 0; a < A; ++a) _mm512_storeu_ps(out + 16 * a, _mm512_mul_ps(o[a], iv));
@@ -376,7 +383,7 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   }
   const int hd16 = head_dim & ~15;
   auto tail = [&](const KV* kp, float s) {
-    for (int i = hd16; i < head_dim; ++i) s = std::fma(q[i], to_f32(kp[i]), s);
+    for (int i = hd16; i < head_dim; ++i) s = std::fma(q[i], kv_value(kp, i), s);
     return s * scale;
   };
   int64_t p = 0;
@@ -386,10 +393,10 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd16; i += 16) {
       const __m512 qv = _mm512_loadu_ps(q + i);
-      a0 = _mm512_fmadd_ps(qv, load16(k0 + i), a0);
-      a1 = _mm512_fmadd_ps(qv, load16(k0 + k_stride + i), a1);
-      a2 = _mm512_fmadd_ps(qv, load16(k0 + 2 * k_stride + i), a2);
-      a3 = _mm512_fmadd_ps(qv, load16(k0 + 3 * k_stride + i), a3);
+      a0 = _mm512_fmadd_ps(qv, load16(k0, i), a0);
+      a1 = _mm512_fmadd_ps(qv, load16(k0 + k_stride, i), a1);
+      a2 = _mm512_fmadd_ps(qv, load16(k0 + 2 * k_stride, i), a2);
+      a3 = _mm512_fmadd_ps(qv, load16(k0 + 3 * k_stride, i), a3);
     }
     scores[p] = tail(k0, _mm512_reduce_add_ps(a0));
     scores[p + 1] = tail(k0 + k_stride, _mm512_reduce_add_ps(a1));
@@ -399,7 +406,7 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   for (; p < n_pos; ++p) {
     const KV* kp = k + p * k_stride;
     __m512 a = _mm512_setzero_ps();
-    for (int i = 0; i < hd16; i += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load16(kp + i), a);
+    for (int i = 0; i < hd16; i += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load16(kp, i), a);
     scores[p] = tail(kp, _mm512_reduce_add_ps(a));
   }
 
@@ -407,12 +414,12 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   // One pass over the rows per 128 dimensions (8 accumulators hide the fma
   // latency), then 64, then 16, then single dimensions.
   int i0 = 0;
-  for (; i0 + 128 <= head_dim_v; i0 += 128) weighted_rows<8>(scores, v + i0, v_stride, n_pos, inv, out + i0);
-  for (; i0 + 64 <= head_dim_v; i0 += 64) weighted_rows<4>(scores, v + i0, v_stride, n_pos, inv, out + i0);
-  for (; i0 + 16 <= head_dim_v; i0 += 16) weighted_rows<1>(scores, v + i0, v_stride, n_pos, inv, out + i0);
+  for (; i0 + 128 <= head_dim_v; i0 += 128) weighted_rows<8>(scores, v, i0, v_stride, n_pos, inv, out + i0);
+  for (; i0 + 64 <= head_dim_v; i0 += 64) weighted_rows<4>(scores, v, i0, v_stride, n_pos, inv, out + i0);
+  for (; i0 + 16 <= head_dim_v; i0 += 16) weighted_rows<1>(scores, v, i0, v_stride, n_pos, inv, out + i0);
   for (; i0 < head_dim_v; ++i0) {
     float o = 0;
-    for (p = 0; p < n_pos; ++p) o = std::fma(scores[p], to_f32(v[p * v_stride + i0]), o);
+    for (p = 0; p < n_pos; ++p) o = std::fma(scores[p], kv_value(v + p * v_stride, i0), o);
     out[i0] = o * inv;
   }
 }
@@ -463,7 +470,7 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     const KV* kp = k + p * k_stride;
     for (int g = 0; g < G; ++g) {
       float d = s[g];
-      for (int i = hd16; i < head_dim; ++i) d = std::fma(q[g * q_stride + i], to_f32(kp[i]), d);
+      for (int i = hd16; i < head_dim; ++i) d = std::fma(q[g * q_stride + i], kv_value(kp, i), d);
       scores[g * P + p] = d * scale;
     }
   };
@@ -473,7 +480,7 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     __m512 a0[kA], a1[kA];
     for (int g = 0; g < kA; ++g) a0[g] = a1[g] = _mm512_setzero_ps();
     for (int i = 0; i < hd16; i += 16) {
-      const __m512 kv0 = load16(k0 + i), kv1 = load16(k0 + k_stride + i);
+      const __m512 kv0 = load16(k0, i), kv1 = load16(k0 + k_stride, i);
       for (int g = 0; g < G; ++g) {
         const __m512 qv = _mm512_loadu_ps(q + g * q_stride + i);
         a0[g] = _mm512_fmadd_ps(qv, kv0, a0[g]);
@@ -488,7 +495,7 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     __m512 a[kA];
     for (int g = 0; g < kA; ++g) a[g] = _mm512_setzero_ps();
     for (int i = 0; i < hd16; i += 16) {
-      const __m512 kv = load16(kp + i);
+      const __m512 kv = load16(kp, i);
       for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * q_stride + i), kv, a[g]);
     }
     finish(p, a);
@@ -504,9 +511,9 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
   for (; i0 + 32 <= head_dim_v; i0 += 32) {
     __m512 o[G][2];
     for (int g = 0; g < G; ++g) o[g][0] = o[g][1] = _mm512_setzero_ps();
-    const KV* vp = v + i0;
+    const KV* vp = v;
     for (p = 0; p < P; ++p, vp += v_stride) {
-      const __m512 v0 = load16(vp), v1 = load16(vp + 16);
+      const __m512 v0 = load16(vp, i0), v1 = load16(vp, i0 + 16);
       for (int g = 0; g < G; ++g) {
         const __m512 a = _mm512_set1_ps(scores[g * P + p]);
         o[g][0] = _mm512_fmadd_ps(a, v0, o[g][0]);
@@ -522,9 +529,9 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
   for (; i0 + 16 <= head_dim_v; i0 += 16) {
     __m512 o[G];
     for (int g = 0; g < G; ++g) o[g] = _mm512_setzero_ps();
-    const KV* vp = v + i0;
+    const KV* vp = v;
     for (p = 0; p < P; ++p, vp += v_stride) {
-      const __m512 v0 = load16(vp);
+      const __m512 v0 = load16(vp, i0);
       for (int g = 0; g < G; ++g) o[g] = _mm512_fmadd_ps(_mm512_set1_ps(scores[g * P + p]), v0, o[g]);
     }
     for (int g = 0; g < G; ++g)
@@ -533,7 +540,7 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
   for (; i0 < head_dim_v; ++i0)
     for (int g = 0; g < G; ++g) {
       float o = 0;
-      for (p = 0; p < P; ++p) o = std::fma(scores[g * P + p], to_f32(v[p * v_stride + i0]), o);
+      for (p = 0; p < P; ++p) o = std::fma(scores[g * P + p], kv_value(v + p * v_stride, i0), o);
       out[g * out_stride + i0] = o * inv[g];
     }
 }
@@ -630,6 +637,8 @@ void add_avx512_kernels(KernelTable& t) {
   t.attend_f16 = attend_512<uint16_t>;
   t.attend_batch = attend_batch_x86<float, &attend_512<float>, GroupKernel512>;
   t.attend_batch_f16 = attend_batch_x86<uint16_t, &attend_512<uint16_t>, GroupKernel512>;
+  t.attend_q8_0 = attend_512<block_q8_0>;
+  t.attend_batch_q8_0 = attend_batch_x86<block_q8_0, &attend_512<block_q8_0>, GroupKernel512>;
   add_avx512_packed_kernels(t);
 }
 

@@ -19,6 +19,7 @@
 
 #include "tensor/half.h"
 #include "tensor/kernels/kernel_table.h"
+#include "tensor/kv_row.h"
 #include "tensor/quant_blocks.h"
 
 #ifndef CLB_X86_VNNI
@@ -608,15 +609,19 @@ void silu_mul_x86(const float* g, const float* u, float* y, int64_t n) {
   }
 }
 
-// Eight cached key/value elements as floats: F32 as they are, F16 through
-// F16C (exact), so a half cache gives the bits an F32 cache holding the same
-// values gives.
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+// Eight cached key/value elements (i, i + 8) of a row as floats: F32 as they
+// are, F16 through F16C, Q8_0 widened and times the block's scale (all
+// exact, tensor/kv_row.h), so an F16 or Q8_0 cache gives the bits an F32
+// cache holding the same values gives. Q8_0: i is a multiple of 8.
+inline __m256 load8(const float* row, int i) { return _mm256_loadu_ps(row + i); }
+inline __m256 load8(const uint16_t* row, int i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
 }
-inline float to_f32(float x) { return x; }
-inline float to_f32(uint16_t h) { return half_to_float(h); }
+inline __m256 load8(const block_q8_0* row, int i) {
+  const block_q8_0& b = row[i / kQK];
+  const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + i % kQK)));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b.d)));
+}
 // (The scalar tails use explicit fmas: left to the compiler, a float cache's
 // tail contracted to fmas and a half cache's did not.)
 
@@ -627,16 +632,16 @@ inline float to_f32(uint16_t h) { return half_to_float(h); }
 constexpr int64_t kRowsAhead = 16;
 constexpr int64_t kRowsFarAhead = 64;
 
-// row is position p of n_pos.
+// row is position p of n_pos; the `elems` elements from element i0 are read.
 template <typename KV>
-inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int64_t n_pos) {
-  const size_t bytes = elems * sizeof(KV);
+inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int64_t n_pos, int i0 = 0) {
+  const size_t bytes = kv_row_bytes<KV>(elems);
   if (p + kRowsAhead < n_pos) {
-    const char* near = reinterpret_cast<const char*>(row + kRowsAhead * stride);
+    const char* near = kv_addr(row + kRowsAhead * stride, i0);
     for (size_t c = 0; c < bytes; c += 64) _mm_prefetch(near + c, _MM_HINT_T0);
   }
   if (p + kRowsFarAhead < n_pos) {
-    const char* far = reinterpret_cast<const char*>(row + kRowsFarAhead * stride);
+    const char* far = kv_addr(row + kRowsFarAhead * stride, i0);
     for (size_t c = 0; c < bytes; c += 64) _mm_prefetch(far + c, _MM_HINT_T1);
   }
 }
@@ -644,7 +649,7 @@ inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int
 // kernels/ref's attend with 8-wide dots (four positions at a time), a
 // vectorised exp, and the weighted sum of V kept in registers across
 // positions (64 output dims at a time), scaled by 1 / sum once at the end.
-// KV: the cache's element type (float or F16 bits).
+// KV: the cache's row unit (float, F16 bits or a q8_0 block; tensor/kv_row.h).
 template <typename KV>
 void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                 int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
@@ -657,15 +662,15 @@ void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < hd8; i += 8) {
       const __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, load8(k0 + i), a0);
-      a1 = _mm256_fmadd_ps(qv, load8(k0 + k_stride + i), a1);
-      a2 = _mm256_fmadd_ps(qv, load8(k0 + 2 * k_stride + i), a2);
-      a3 = _mm256_fmadd_ps(qv, load8(k0 + 3 * k_stride + i), a3);
+      a0 = _mm256_fmadd_ps(qv, load8(k0, i), a0);
+      a1 = _mm256_fmadd_ps(qv, load8(k0 + k_stride, i), a1);
+      a2 = _mm256_fmadd_ps(qv, load8(k0 + 2 * k_stride, i), a2);
+      a3 = _mm256_fmadd_ps(qv, load8(k0 + 3 * k_stride, i), a3);
     }
     float s[4];
     _mm_storeu_ps(s, hsum4(a0, a1, a2, a3));
     for (int j = 0; j < 4; ++j) {
-      for (int i = hd8; i < head_dim; ++i) s[j] = std::fma(q[i], to_f32(k0[j * k_stride + i]), s[j]);
+      for (int i = hd8; i < head_dim; ++i) s[j] = std::fma(q[i], kv_value(k0 + j * k_stride, i), s[j]);
       scores[p + j] = s[j] * scale;
     }
   }
@@ -673,9 +678,9 @@ void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     const KV* kp = k + p * k_stride;
     __m256 a = _mm256_setzero_ps();
     for (int i = 0; i < hd8; i += 8)
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(kp + i), a);
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(kp, i), a);
     float s = hsum(a);
-    for (int i = hd8; i < head_dim; ++i) s = std::fma(q[i], to_f32(kp[i]), s);
+    for (int i = hd8; i < head_dim; ++i) s = std::fma(q[i], kv_value(kp, i), s);
     scores[p] = s * scale;
   }
 
@@ -687,25 +692,25 @@ void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   for (; i0 + 64 <= head_dim_v; i0 += 64) {
     __m256 o[8];
     for (int a = 0; a < 8; ++a) o[a] = _mm256_setzero_ps();
-    const KV* vp = v + i0;
+    const KV* vp = v;
     for (p = 0; p < n_pos; ++p, vp += v_stride) {
-      prefetch_row(vp, v_stride, 64, p, n_pos);
+      prefetch_row(vp, v_stride, 64, p, n_pos, i0);
       const __m256 a = _mm256_broadcast_ss(scores + p);
-      for (int j = 0; j < 8; ++j) o[j] = _mm256_fmadd_ps(a, load8(vp + 8 * j), o[j]);
+      for (int j = 0; j < 8; ++j) o[j] = _mm256_fmadd_ps(a, load8(vp, i0 + 8 * j), o[j]);
     }
     const __m256 iv = _mm256_set1_ps(inv);
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + i0 + 8 * j, _mm256_mul_ps(o[j], iv));
   }
   for (; i0 + 8 <= head_dim_v; i0 += 8) {
     __m256 o = _mm256_setzero_ps();
-    const KV* vp = v + i0;
+    const KV* vp = v;
     for (p = 0; p < n_pos; ++p, vp += v_stride)
-      o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + p), load8(vp), o);
+      o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + p), load8(vp, i0), o);
     _mm256_storeu_ps(out + i0, _mm256_mul_ps(o, _mm256_set1_ps(inv)));
   }
   for (; i0 < head_dim_v; ++i0) {
     float o = 0;
-    for (p = 0; p < n_pos; ++p) o = std::fma(scores[p], to_f32(v[p * v_stride + i0]), o);
+    for (p = 0; p < n_pos; ++p) o = std::fma(scores[p], kv_value(v + p * v_stride, i0), o);
     out[i0] = o * inv;
   }
 }
@@ -727,7 +732,7 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
     const KV* kp = k + p * k_stride;
     for (int g = 0; g < G; ++g) {
       float d = s[g];
-      for (int i = hd8; i < head_dim; ++i) d = std::fma(q[g * q_stride + i], to_f32(kp[i]), d);
+      for (int i = hd8; i < head_dim; ++i) d = std::fma(q[g * q_stride + i], kv_value(kp, i), d);
       scores[g * P + p] = d * scale;
     }
   };
@@ -737,7 +742,7 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
     __m256 a0[4], a1[4];
     for (int g = 0; g < 4; ++g) a0[g] = a1[g] = _mm256_setzero_ps();
     for (int i = 0; i < hd8; i += 8) {
-      const __m256 kv0 = load8(k0 + i), kv1 = load8(k0 + k_stride + i);
+      const __m256 kv0 = load8(k0, i), kv1 = load8(k0 + k_stride, i);
       for (int g = 0; g < G; ++g) {
         const __m256 qv = _mm256_loadu_ps(q + g * q_stride + i);
         a0[g] = _mm256_fmadd_ps(qv, kv0, a0[g]);
@@ -755,7 +760,7 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
     __m256 a[4];
     for (int g = 0; g < 4; ++g) a[g] = _mm256_setzero_ps();
     for (int i = 0; i < hd8; i += 8) {
-      const __m256 kv = load8(kp + i);
+      const __m256 kv = load8(kp, i);
       for (int g = 0; g < G; ++g)
         a[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * q_stride + i), kv, a[g]);
     }
@@ -774,9 +779,9 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
   for (; i0 + 16 <= head_dim_v; i0 += 16) {
     __m256 o[G][2];
     for (int g = 0; g < G; ++g) o[g][0] = o[g][1] = _mm256_setzero_ps();
-    const KV* vp = v + i0;
+    const KV* vp = v;
     for (p = 0; p < P; ++p, vp += v_stride) {
-      const __m256 v0 = load8(vp), v1 = load8(vp + 8);
+      const __m256 v0 = load8(vp, i0), v1 = load8(vp, i0 + 8);
       for (int g = 0; g < G; ++g) {
         const __m256 a = _mm256_broadcast_ss(scores + g * P + p);
         o[g][0] = _mm256_fmadd_ps(a, v0, o[g][0]);
@@ -792,7 +797,7 @@ void attend_group(const float* q, size_t q_stride, const int32_t* n_pos, const K
   for (; i0 < head_dim_v; ++i0)
     for (int g = 0; g < G; ++g) {
       float o = 0;
-      for (p = 0; p < P; ++p) o = std::fma(scores[g * P + p], to_f32(v[p * v_stride + i0]), o);
+      for (p = 0; p < P; ++p) o = std::fma(scores[g * P + p], kv_value(v + p * v_stride, i0), o);
       out[g * out_stride + i0] = o * inv[g];
     }
 }
@@ -858,6 +863,8 @@ void add_common_x86_kernels(KernelTable& t) {
   t.attend_batch = attend_batch_x86<float>;
   t.attend_f16 = attend_x86<uint16_t>;
   t.attend_batch_f16 = attend_batch_x86<uint16_t>;
+  t.attend_q8_0 = attend_x86<block_q8_0>;
+  t.attend_batch_q8_0 = attend_batch_x86<block_q8_0>;
   t.silu_mul = silu_mul_x86;
 }
 

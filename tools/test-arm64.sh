@@ -69,36 +69,31 @@ if [ -d "$shared/golden" ]; then
   step "golden q4_0 and mxfp4, -cpu cortex-a53" "$qemu" -cpu cortex-a53 $bin/tests/golden/test_golden \
     --gtest_filter="$g/qwen3moe_q4_0:$g/mixtral_q4_0:$g/gptoss_mxfp4*"
   # Greedy text: the ARM binary at each level equals the x86 build's.
+  # greedy_text MODEL "CPUS" [EXTRA FLAGS...]
+  greedy_text() {
+    local m=$1 cpus=$2 cpu got want
+    shift 2
+    local args=(run -m "$shared/golden/$m.gguf" -p "The capital of France is" -n 16 --temp 0 -t 2 "$@")
+    want=$(build/colibri "${args[@]}" 2>/dev/null)
+    for cpu in $cpus; do
+      got=$("$qemu" -cpu $cpu $bin/colibri "${args[@]}" 2>/dev/null || echo "(colibri failed)")
+      if [ "$got" == "$want" ]; then
+        echo "test-arm64: ok   greedy text $m $* -cpu $cpu"
+      else
+        echo "test-arm64: FAIL greedy text $m $* -cpu $cpu"
+        printf '  x86:   %q\n  arm64: %q\n' "$want" "$got"
+        fail=1
+      fi
+    done
+  }
   if [ -x build/colibri ]; then
     for m in qwen3moe-q4_0 olmoe-q8_0 mixtral-q4_0 gptoss-mxfp4; do
-      args=(run -m "$shared/golden/$m.gguf" -p "The capital of France is" -n 16 --temp 0 -t 2)
-      want=$(build/colibri "${args[@]}" 2>/dev/null)
-      for cpu in max cortex-a76 cortex-a53; do
-        got=$("$qemu" -cpu $cpu $bin/colibri "${args[@]}" 2>/dev/null || echo "(colibri failed)")
-        if [ "$got" == "$want" ]; then
-          echo "test-arm64: ok   greedy text $m -cpu $cpu"
-        else
-          echo "test-arm64: FAIL greedy text $m -cpu $cpu"
-          printf '  x86:   %q\n  arm64: %q\n' "$want" "$got"
-          fail=1
-        fi
-      done
+      greedy_text $m "max cortex-a76 cortex-a53"
     done
     # And over a q8_0 KV cache (the NEON q8_0 attention; the quantizer that
     # writes it is the x86 one to the bit).
     for m in olmoe-q8_0 gptoss-mxfp4; do
-      args=(run -m "$shared/golden/$m.gguf" -p "The capital of France is" -n 16 --temp 0 -t 2 --kv-type q8_0)
-      want=$(build/colibri "${args[@]}" 2>/dev/null)
-      for cpu in max cortex-a53; do
-        got=$("$qemu" -cpu $cpu $bin/colibri "${args[@]}" 2>/dev/null || echo "(colibri failed)")
-        if [ "$got" == "$want" ]; then
-          echo "test-arm64: ok   greedy text $m, q8_0 KV cache, -cpu $cpu"
-        else
-          echo "test-arm64: FAIL greedy text $m, q8_0 KV cache, -cpu $cpu"
-          printf '  x86:   %q\n  arm64: %q\n' "$want" "$got"
-          fail=1
-        fi
-      done
+      greedy_text $m "max cortex-a53" --kv-type q8_0
     done
   else
     echo "test-arm64: greedy text against x86 SKIPPED: build/colibri is not built"

@@ -16,15 +16,9 @@ void KVCache::check_type(const ModelConfig& c, DType type) {
             kQK, c.head_dim, c.head_dim_v);
 }
 
-namespace {
-size_t unit_bytes(DType type) {
-  return type == DType::Q8_0 ? sizeof(block_q8_0) : type == DType::F16 ? 2 : 4;
-}
-}  // namespace
-
 KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)
     : n_layer_(c.n_layer), n_head_kv_(c.n_head_kv), n_ctx_(n_ctx), n_seq_(n_seq), hd_k_(c.head_dim),
-      hd_v_(c.head_dim_v), v_in_k_(c.is_mla()), type_(type), unit_(unit_bytes(type)),
+      hd_v_(c.head_dim_v), v_in_k_(c.is_mla()), type_(type), unit_(row_bytes(type, dtype_info(type).block_size)),
       k_row_(row_bytes(type, c.head_dim)), v_row_(row_bytes(type, c.head_dim_v)) {
   check_type(c, type);
   CLB_CHECK(n_ctx > 0 && n_seq > 0, "context size %d and sequence count %d must be positive", n_ctx,

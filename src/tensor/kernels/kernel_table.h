@@ -29,8 +29,8 @@ using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uin
 
 // One query head against its cached keys and values, stored as KV (rows of
 // float, uint16_t F16 bits or block_q8_0, read exactly as the floats they
-// hold, tensor/kv_row.h; strides in those units): scores[p] = scale * dot(q, k + p * k_stride) for p < n_pos,
-// softmax over them, out[0..head_dim_v) = sum_p softmax_p * (v + p *
+// hold, tensor/kv_row.h; strides in those units): scores[p] = scale *
+// dot(q, k + p * k_stride) for p < n_pos, softmax over them, out[0..head_dim_v) = sum_p softmax_p * (v + p *
 // v_stride). `scores` holds n_pos floats of scratch. `sink` (-inf: none) is
 // a learned logit that joins the softmax's denominator and adds no value
 // (GPT-OSS's attention sinks): the weights then sum to less than 1. An F16 or

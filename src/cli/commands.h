@@ -14,7 +14,7 @@ using Runner = std::function<int()>;
 
 // Flags every model-loading command shares: -m, -c, -t, --batch, --precision.
 void add_engine_flags(CLI::App* app, EngineOptions* o);
-// --kv-type f16|f32|q8_0 (part of add_engine_flags; plan adds it alone).
+// --kv-type f16|f32|q8_0|q4_0 (part of add_engine_flags; plan adds it alone).
 void add_kv_type_flag(CLI::App* app, DType* t);
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
 void add_sampling_flags(CLI::App* app, SamplerParams* s);

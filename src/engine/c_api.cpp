@@ -64,8 +64,10 @@ colibri_status colibri_init(const char* model_path, const colibri_options* optio
   if (options) o = *options;
   if (o.precision != COLIBRI_PRECISION_NATIVE && o.precision != COLIBRI_PRECISION_REFERENCE)
     return set_error(COLIBRI_ERR_INVALID_ARGUMENT, "options.precision must be 0 or 1");
-  if (o.kv_type != COLIBRI_KV_F16 && o.kv_type != COLIBRI_KV_F32 && o.kv_type != COLIBRI_KV_Q8_0)
-    return set_error(COLIBRI_ERR_INVALID_ARGUMENT, "options.kv_type must be 0 (f16), 1 (f32) or 2 (q8_0)");
+  if (o.kv_type != COLIBRI_KV_F16 && o.kv_type != COLIBRI_KV_F32 && o.kv_type != COLIBRI_KV_Q8_0 &&
+      o.kv_type != COLIBRI_KV_Q4_0)
+    return set_error(COLIBRI_ERR_INVALID_ARGUMENT,
+                     "options.kv_type must be 0 (f16), 1 (f32), 2 (q8_0) or 3 (q4_0)");
   return guard(COLIBRI_ERR_MODEL, [&] {
     colibri::EngineOptions eo;
     eo.model_path = model_path;
@@ -74,6 +76,7 @@ colibri_status colibri_init(const char* model_path, const colibri_options* optio
     eo.n_batch = 1;
     eo.kv_type = o.kv_type == COLIBRI_KV_F32    ? colibri::DType::F32
                  : o.kv_type == COLIBRI_KV_Q8_0 ? colibri::DType::Q8_0
+                 : o.kv_type == COLIBRI_KV_Q4_0 ? colibri::DType::Q4_0
                                                 : colibri::DType::F16;
     eo.precision = o.precision == COLIBRI_PRECISION_REFERENCE ? colibri::Precision::kReference
                                                              : colibri::Precision::kNative;

@@ -110,6 +110,8 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
       run(static_cast<const uint16_t*>(nullptr));
     else if (kv.type() == DType::Q8_0)
       run(static_cast<const block_q8_0*>(nullptr));
+    else if (kv.type() == DType::Q4_0)
+      run(static_cast<const block_q4_0*>(nullptr));
     else
       run(static_cast<const float*>(nullptr));
   };

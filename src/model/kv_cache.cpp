@@ -8,12 +8,13 @@
 namespace colibri {
 
 void KVCache::check_type(const ModelConfig& c, DType type) {
-  CLB_CHECK(type == DType::F16 || type == DType::F32 || type == DType::Q8_0,
-            "the KV cache is stored as f16, f32 or q8_0, not %s", dtype_info(type).name);
-  CLB_CHECK(type != DType::Q8_0 || (c.head_dim % kQK == 0 && c.head_dim_v % kQK == 0),
-            "a q8_0 KV cache stores blocks of %d values, and this model's attention heads have %d key "
+  CLB_CHECK(type == DType::F16 || type == DType::F32 || type == DType::Q8_0 || type == DType::Q4_0,
+            "the KV cache is stored as f16, f32, q8_0 or q4_0, not %s", dtype_info(type).name);
+  const bool blocks = type == DType::Q8_0 || type == DType::Q4_0;
+  CLB_CHECK(!blocks || (c.head_dim % kQK == 0 && c.head_dim_v % kQK == 0),
+            "a %s KV cache stores blocks of %d values, and this model's attention heads have %d key "
             "and %d value dimensions: use --kv-type f16",
-            kQK, c.head_dim, c.head_dim_v);
+            dtype_info(type).name, kQK, c.head_dim, c.head_dim_v);
 }
 
 KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)
@@ -56,8 +57,10 @@ void store_row(const float* src, size_t n, DType type, uint8_t* dst) {
     std::memcpy(dst, src, n * sizeof(float));
   else if (type == DType::F16)
     fp32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(n));
-  else
+  else if (type == DType::Q8_0)
     fp32_to_q8_0_row(src, reinterpret_cast<block_q8_0*>(dst), static_cast<int64_t>(n));
+  else
+    fp32_to_q4_0_row(src, reinterpret_cast<block_q4_0*>(dst), static_cast<int64_t>(n));
 }
 }  // namespace
 

@@ -1,11 +1,13 @@
 // The attention key/value cache, allocated once for n_seq sequences of n_ctx
 // positions, stored as F16 (half the memory and half the reads of attention,
 // llama.cpp's default), F32 (what the reference outputs we compare with
-// used) or Q8_0 (ggml's blocks of 32 int8 and a half scale, 34 bytes for 32
+// used), Q8_0 (ggml's blocks of 32 int8 and a half scale, 34 bytes for 32
 // elements: llama.cpp's --cache-type-k/v q8_0, for long contexts, where the
-// cache's reads rival the weights'). Rows are written as F32 and rounded to
-// nearest-even (F16) or quantized (Q8_0, the activation quantizer) on the way
-// in; the attention kernels read each type (tensor/ops.h attend). Head-major:
+// cache's reads rival the weights') or Q4_0 (32 4-bit values and a half
+// scale, 18 bytes: llama.cpp's q4_0 cache, a quarter of F16's memory and
+// less exact). Rows are written as F32 and rounded to nearest-even (F16) or
+// quantized (Q8_0 by the activation quantizer, Q4_0 by ggml's reference
+// quantizer) on the way in; the attention kernels read each type (tensor/ops.h attend). Head-major:
 // one KV head's positions are consecutive rows of head_dim elements, so
 // attention streams them instead of striding a page (all heads' row) per
 // position, which cost a TLB miss per position at long contexts.
@@ -28,11 +30,11 @@ namespace colibri {
 
 class KVCache {
  public:
-  // type: DType::F16, F32 or Q8_0 (check_type).
+  // type: DType::F16, F32, Q8_0 or Q4_0 (check_type).
   KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type = DType::F16);
 
-  // An Error unless c's cache can be stored as `type`: one of the three, and
-  // for Q8_0 head sizes that are whole blocks of 32.
+  // An Error unless c's cache can be stored as `type`: one of the four, and
+  // for Q8_0 and Q4_0 head sizes that are whole blocks of 32.
   static void check_type(const ModelConfig& c, DType type);
 
   int n_ctx() const { return n_ctx_; }
@@ -46,7 +48,7 @@ class KVCache {
 
   // Position 0 of KV head h's keys (values) for sequence seq, layer l, as
   // rows of the cache's unit T (float for F32, uint16_t half bits for F16,
-  // block_q8_0 for Q8_0: tensor/kv_row.h); position p is p * k_stride()
+  // block_q8_0 for Q8_0, block_q4_0 for Q4_0: tensor/kv_row.h); position p is p * k_stride()
   // (v_stride()) units further.
   template <typename T>
   const T* k(int seq, int l, int h) const {
@@ -94,7 +96,7 @@ class KVCache {
   size_t hd_k_, hd_v_;  // elements per head row
   bool v_in_k_;         // values are the first hd_v_ elements of each key row (MLA)
   DType type_;
-  size_t unit_;               // bytes of a row's unit (an element, or a q8_0 block)
+  size_t unit_;               // bytes of a row's unit (an element, or a q8_0 or q4_0 block)
   size_t k_row_, v_row_;      // bytes of one head's key row, value row
   AlignedBuffer<uint8_t> k_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim) elements
   AlignedBuffer<uint8_t> v_;  // (n_seq, n_layer, n_head_kv, n_ctx, head_dim_v) elements

@@ -26,6 +26,11 @@ void fp32_to_q8_0_row(const float* x, block_q8_0* dst, int64_t n) {
   active_kernel_table().quantize[slot(DType::Q8_0)](x, dst, n);
 }
 
+void fp32_to_q4_0_row(const float* x, block_q4_0* dst, int64_t n) {
+  CLB_ASSERT(n % kQK == 0);
+  type_traits(DType::Q4_0).quantize_weights(x, dst, n);
+}
+
 void quantize_activation(DType weight, Precision p, const float* x, void* dst, int64_t n) {
   const DType a = activation_type(weight, p);
   CLB_ASSERT(n % dtype_info(a).block_size == 0);
@@ -258,6 +263,23 @@ void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos
   CLB_ASSERT(n_q >= 1 && head_dim % kQK == 0 && head_dim_v % kQK == 0);
   for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
   active_kernel_table().attend_batch_q8_0(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
+                                          head_dim_v, scale, scores, out, out_stride, sink);
+}
+
+void attend(const float* q, const block_q4_0* k, size_t k_stride, const block_q4_0* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink) {
+  CLB_ASSERT(n_pos >= 1 && head_dim % kQK == 0 && head_dim_v % kQK == 0);
+  active_kernel_table().attend_q4_0(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
+                                    scores, out, sink);
+}
+
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q4_0* k,
+                  size_t k_stride, const block_q4_0* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride, float sink) {
+  CLB_ASSERT(n_q >= 1 && head_dim % kQK == 0 && head_dim_v % kQK == 0);
+  for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
+  active_kernel_table().attend_batch_q4_0(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
                                           head_dim_v, scale, scores, out, out_stride, sink);
 }
 

@@ -95,6 +95,15 @@ void attend(const float* q, const block_q8_0* k, size_t k_stride, const block_q8
 void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q8_0* k,
                   size_t k_stride, const block_q8_0* v, size_t v_stride, int head_dim, int head_dim_v,
                   float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
+// The same over a cache stored as Q4_0 (rows of block_q4_0, strides in
+// blocks; head_dim and head_dim_v multiples of 32): the bits an F32 cache
+// holding the dequantized values gives.
+void attend(const float* q, const block_q4_0* k, size_t k_stride, const block_q4_0* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink = -INFINITY);
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q4_0* k,
+                  size_t k_stride, const block_q4_0* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
 
 // y[i] = silu(g[i]) * u[i] (y may be g or u): the gated FFN's activation.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
@@ -148,6 +157,10 @@ void fp32_to_fp16_row(const float* x, uint16_t* dst, int64_t n);
 // n floats (a multiple of 32) to q8_0 blocks with the active ISA's activation
 // quantizer (the one ggml's CPU backend also writes a q8_0 KV cache with).
 void fp32_to_q8_0_row(const float* x, block_q8_0* dst, int64_t n);
+// n floats (a multiple of 32) to q4_0 blocks: ggml's reference quantizer
+// (quantize_row_q4_0_ref, which its CPU backend writes a q4_0 KV cache
+// with), the same bits on every ISA.
+void fp32_to_q4_0_row(const float* x, block_q4_0* dst, int64_t n);
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);
 

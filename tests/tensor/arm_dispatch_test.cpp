@@ -68,6 +68,8 @@ TEST(ArmDispatch, MissingKernelsFallBackToTheReference) {
     EXPECT_NE(k.attend_f16, nullptr);
     EXPECT_NE(k.attend_q8_0, ref.attend_q8_0);  // NEON's, not the scalar loop
     EXPECT_NE(k.attend_batch_q8_0, ref.attend_batch_q8_0);
+    EXPECT_NE(k.attend_q4_0, ref.attend_q4_0);
+    EXPECT_NE(k.attend_batch_q4_0, ref.attend_batch_q4_0);
     EXPECT_NE(k.silu_mul, nullptr);
     // The levels add what they name and nothing else: the tiles only where
     // i8mm is.

@@ -189,15 +189,16 @@ TEST(Attend, F16CacheEqualsF32CacheOfTheSameValues) {
 namespace colibri {
 namespace {
 
-// A Q8_0 cache: every ISA's Q8_0 kernels give, bit for bit, what its F32
-// kernels give on a cache holding the dequantized values (ggml's x = q * d,
-// kernels/ref's dequantizer), one query and batches of every group size, at
-// long positions, on head sizes of 1 to 18 blocks (MLA's 576 and 512) and
-// padded strides; the blocks are written by the activation quantizer the
-// cache writes with, and the F32 kernels are checked against the oracle
-// above. Sinks too (GPT-OSS).
-TEST(Attend, Q8CacheEqualsF32CacheOfTheDequantizedValues) {
-  std::mt19937 rng(10);
+// A block cache (Q8_0, Q4_0): every ISA's kernels over it give, bit for bit,
+// what its F32 kernels give on a cache holding the dequantized values
+// (ggml's x = q * d and x = (q - 8) * d, kernels/ref's dequantizers), one
+// query and batches of every group size, at long positions, on head sizes of
+// 1 to 18 blocks (MLA's 576 and 512) and padded strides; the blocks are
+// written by the quantizer the cache writes with, and the F32 kernels are
+// checked against the oracle above. Sinks too (GPT-OSS).
+template <typename Block>
+void check_block_cache(DType type, void (*quantize)(const float*, Block*, int64_t), uint32_t seed) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   const Isa saved = active_isa();
   struct Shape {
@@ -216,14 +217,14 @@ TEST(Attend, Q8CacheEqualsF32CacheOfTheDequantizedValues) {
         // Strides: one block of padding in the key rows, none in the values.
         const size_t kb = hd / 32 + 1, vb = hdv / 32;
         std::vector<float> q(n_q * hd), scores(n_q * max_pos);
-        std::vector<block_q8_0> kq(max_pos * kb), vq(max_pos * vb);
+        std::vector<Block> kq(max_pos * kb), vq(max_pos * vb);
         std::vector<float> k(max_pos * kb * 32), v(max_pos * vb * 32), row(kb * 32);
         for (float& x : q) x = nd(rng);
-        auto fill = [&](std::vector<block_q8_0>& blocks, std::vector<float>& plain, size_t nb) {
+        auto fill = [&](std::vector<Block>& blocks, std::vector<float>& plain, size_t nb) {
           for (int32_t p = 0; p < max_pos; ++p) {
             for (size_t i = 0; i < nb * 32; ++i) row[i] = nd(rng) * (1 + p % 7);
-            fp32_to_q8_0_row(row.data(), blocks.data() + p * nb, static_cast<int64_t>(nb * 32));
-            dequantize_row(DType::Q8_0, blocks.data() + p * nb, plain.data() + p * nb * 32,
+            quantize(row.data(), blocks.data() + p * nb, static_cast<int64_t>(nb * 32));
+            dequantize_row(type, blocks.data() + p * nb, plain.data() + p * nb * 32,
                            static_cast<int64_t>(nb * 32));
           }
         };
@@ -236,17 +237,28 @@ TEST(Attend, Q8CacheEqualsF32CacheOfTheDequantizedValues) {
           attend_batch(q.data(), hd, n_q, n_pos.data(), kq.data(), kb, vq.data(), vb, hd, hdv, scale,
                        scores.data(), got.data(), hdv, sink);
           ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-              << isa_name(isa) << " batch, hd " << hd << " n_q " << n_q << " sink " << sink;
+              << dtype_name(type) << " " << isa_name(isa) << " batch, hd " << hd << " n_q " << n_q << " sink " << sink;
           attend(q.data(), kq.data(), kb, vq.data(), vb, n_pos[0], hd, hdv, scale, scores.data(), got.data(),
                  sink);
           attend(q.data(), k.data(), kb * 32, v.data(), vb * 32, n_pos[0], hd, hdv, scale, scores.data(),
                  want.data(), sink);
           ASSERT_EQ(std::memcmp(got.data(), want.data(), hdv * sizeof(float)), 0)
-              << isa_name(isa) << " one query, hd " << hd << " n_pos " << n_pos[0] << " sink " << sink;
+              << dtype_name(type) << " " << isa_name(isa) << " one query, hd " << hd << " n_pos " << n_pos[0] << " sink " << sink;
         }
       }
   }
   set_kernel_isa(saved);
+}
+
+TEST(Attend, Q8CacheEqualsF32CacheOfTheDequantizedValues) {
+  check_block_cache<block_q8_0>(DType::Q8_0, fp32_to_q8_0_row, 10);
+}
+
+// The same for a Q4_0 cache (ggml's reference quantizer, which the cache
+// writes with; byte j of a block holds element j in its low nibble and
+// element 16 + j in its high one).
+TEST(Attend, Q4CacheEqualsF32CacheOfTheDequantizedValues) {
+  check_block_cache<block_q4_0>(DType::Q4_0, fp32_to_q4_0_row, 11);
 }
 
 }  // namespace

@@ -28,14 +28,14 @@ using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uin
                         size_t x_stride, int64_t nt, int64_t n, float* y, size_t y_stride);
 
 // One query head against its cached keys and values, stored as KV (rows of
-// float, uint16_t F16 bits or block_q8_0, read exactly as the floats they
+// float, uint16_t F16 bits, block_q8_0 or block_q4_0, read exactly as the floats they
 // hold, tensor/kv_row.h; strides in those units): scores[p] = scale *
 // dot(q, k + p * k_stride) for p < n_pos, softmax over them, out[0..head_dim_v) = sum_p softmax_p * (v + p *
 // v_stride). `scores` holds n_pos floats of scratch. `sink` (-inf: none) is
 // a learned logit that joins the softmax's denominator and adds no value
-// (GPT-OSS's attention sinks): the weights then sum to less than 1. An F16 or
-// Q8_0 cache gives what an F32 cache holding the same values gives. Q8_0:
-// head_dim and head_dim_v are multiples of 32.
+// (GPT-OSS's attention sinks): the weights then sum to less than 1. An F16,
+// Q8_0 or Q4_0 cache gives what an F32 cache holding the same values gives.
+// Q8_0, Q4_0: head_dim and head_dim_v are multiples of 32.
 template <typename KV>
 using AttendKvFn = void (*)(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                             int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
@@ -104,6 +104,8 @@ struct KernelTable {
   AttendBatchKvFn<uint16_t> attend_batch_f16 = nullptr;
   AttendKvFn<block_q8_0> attend_q8_0 = nullptr;
   AttendBatchKvFn<block_q8_0> attend_batch_q8_0 = nullptr;
+  AttendKvFn<block_q4_0> attend_q4_0 = nullptr;
+  AttendBatchKvFn<block_q4_0> attend_batch_q4_0 = nullptr;
   SiluMulFn silu_mul = nullptr;
   ReadSumFn read_sum = nullptr;
   Int8PeakFn int8_peak = nullptr;

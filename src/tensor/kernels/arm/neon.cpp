@@ -208,7 +208,7 @@ void silu_mul_neon(const float* g, const float* u, float* y, int64_t n) {
 // ---- attention of one query head (kernel_table.h's AttendKvFn) ----
 
 // Elements [i, i + 8) of a cached row as two fp32 vectors (F16: one load,
-// fcvtl and fcvtl2; Q8_0, i a multiple of 8: widened, converted and times
+// fcvtl and fcvtl2; Q8_0 and Q4_0, i a multiple of 8: widened, converted and times
 // the block's scale). All exact (tensor/kv_row.h).
 inline void load_kv8(const float* row, int i, float32x4_t& lo, float32x4_t& hi) {
   lo = vld1q_f32(row + i);
@@ -218,6 +218,18 @@ inline void load_kv8(const uint16_t* row, int i, float32x4_t& lo, float32x4_t& h
   const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(row + i));
   lo = vcvt_f32_f16(vget_low_f16(h));
   hi = vcvt_high_f32_f16(h);
+}
+inline void load_kv8(const block_q4_0* row, int i, float32x4_t& lo, float32x4_t& hi) {
+  // Elements [j, j + 8) of a block: the low (j < 16) or high nibbles of
+  // bytes [j % 16, j % 16 + 8).
+  const block_q4_0& b = row[i / kQK];
+  const int j = i % kQK;
+  const uint8x8_t raw = vld1_u8(b.qs + j % (kQK / 2));
+  const uint8x8_t nib = j < kQK / 2 ? vand_u8(raw, vdup_n_u8(0x0F)) : vshr_n_u8(raw, 4);
+  const int16x8_t w = vsubq_s16(vreinterpretq_s16_u16(vmovl_u8(nib)), vdupq_n_s16(8));
+  const float32x4_t d = vdupq_n_f32(half_to_float(b.d));
+  lo = vmulq_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))), d);
+  hi = vmulq_f32(vcvtq_f32_s32(vmovl_high_s16(w)), d);
 }
 inline void load_kv8(const block_q8_0* row, int i, float32x4_t& lo, float32x4_t& hi) {
   const block_q8_0& b = row[i / kQK];
@@ -313,6 +325,8 @@ void add_neon_kernels(KernelTable& t) {
   t.attend_batch_f16 = attend_batch_neon<uint16_t>;
   t.attend_q8_0 = attend_neon<block_q8_0>;
   t.attend_batch_q8_0 = attend_batch_neon<block_q8_0>;
+  t.attend_q4_0 = attend_neon<block_q4_0>;
+  t.attend_batch_q4_0 = attend_batch_neon<block_q4_0>;
   t.silu_mul = silu_mul_neon;
 }
 

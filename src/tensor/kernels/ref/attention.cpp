@@ -9,7 +9,7 @@
 namespace colibri::ref {
 
 // out = softmax(scale * q K^T) V over positions 0..n_pos-1; KV is the cache's
-// row unit (float, F16 bits or a q8_0 block, read exactly as the floats they
+// row unit (float, F16 bits, a q8_0 or q4_0 block, read exactly as the floats they
 // hold: tensor/kv_row.h).
 template <typename KV>
 void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
@@ -59,5 +59,9 @@ template void attend<block_q8_0>(const float*, const block_q8_0*, size_t, const 
                                  int, int, float, float*, float*, float);
 template void attend_batch<block_q8_0>(const float*, size_t, int, const int32_t*, const block_q8_0*, size_t,
                                        const block_q8_0*, size_t, int, int, float, float*, float*, size_t, float);
+template void attend<block_q4_0>(const float*, const block_q4_0*, size_t, const block_q4_0*, size_t, int64_t,
+                                 int, int, float, float*, float*, float);
+template void attend_batch<block_q4_0>(const float*, size_t, int, const int32_t*, const block_q4_0*, size_t,
+                                       const block_q4_0*, size_t, int, int, float, float*, float*, size_t, float);
 
 }  // namespace colibri::ref

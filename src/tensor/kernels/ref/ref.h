@@ -86,7 +86,7 @@ uint64_t read_sum(const void* p, size_t bytes);
 uint64_t int8_peak(int64_t rounds, int32_t* sink);
 
 // kernel_table.h's AttendKvFn and AttendBatchKvFn, for KV = float, uint16_t
-// (F16 bits) and block_q8_0: llama2.c's loops, the softmax sum in double.
+// (F16 bits), block_q8_0 and block_q4_0: llama2.c's loops, the softmax sum in double.
 template <typename KV>
 void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
             int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink);

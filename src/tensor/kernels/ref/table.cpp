@@ -72,6 +72,8 @@ struct Tables {
     ref.attend_batch_f16 = ref::attend_batch<uint16_t>;
     ref.attend_q8_0 = ref::attend<block_q8_0>;
     ref.attend_batch_q8_0 = ref::attend_batch<block_q8_0>;
+    ref.attend_q4_0 = ref::attend<block_q4_0>;
+    ref.attend_batch_q4_0 = ref::attend_batch<block_q4_0>;
     ref.silu_mul = ref::silu_mul;
     ref.read_sum = ref::read_sum;
     ref.int8_peak = ref::int8_peak;

@@ -347,7 +347,7 @@ struct TileFamily {
 // cached rows, consecutive in the head-major cache): half the instructions
 // per position. Heads narrower than 16 take the 8-wide kernel.
 // Elements [i, i + 16) of a cached row as floats (kernels/x86/x86_common.h's
-// load8; Q8_0: i a multiple of 16).
+// load8; Q8_0, Q4_0: i a multiple of 16).
 inline __m512 load16(const float* row, int i) { return _mm512_loadu_ps(row + i); }
 inline __m512 load16(const uint16_t* row, int i) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i)));
@@ -356,6 +356,13 @@ inline __m512 load16(const block_q8_0* row, int i) {
   const block_q8_0& b = row[i / kQK];
   const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + i % kQK)));
   return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b.d)));
+}
+// Q4_0: elements 0..15 of a block are its bytes' low nibbles, 16..31 the high ones.
+inline __m512 load16(const block_q4_0* row, int i) {
+  const block_q4_0& b = row[i / kQK];
+  __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
+  q = i % kQK == 0 ? _mm512_and_si512(q, _mm512_set1_epi32(0x0F)) : _mm512_srli_epi32(q, 4);
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))), _mm512_set1_ps(_cvtsh_ss(b.d)));
 }
 
 // out[0, 16A) = inv * sum over p of scores[p] * v[p][i0, i0 + 16A): A
@@ -639,6 +646,8 @@ void add_avx512_kernels(KernelTable& t) {
   t.attend_batch_f16 = attend_batch_x86<uint16_t, &attend_512<uint16_t>, GroupKernel512>;
   t.attend_q8_0 = attend_512<block_q8_0>;
   t.attend_batch_q8_0 = attend_batch_x86<block_q8_0, &attend_512<block_q8_0>, GroupKernel512>;
+  t.attend_q4_0 = attend_512<block_q4_0>;
+  t.attend_batch_q4_0 = attend_batch_x86<block_q4_0, &attend_512<block_q4_0>, GroupKernel512>;
   add_avx512_packed_kernels(t);
 }
 

@@ -610,9 +610,9 @@ void silu_mul_x86(const float* g, const float* u, float* y, int64_t n) {
 }
 
 // Eight cached key/value elements (i, i + 8) of a row as floats: F32 as they
-// are, F16 through F16C, Q8_0 widened and times the block's scale (all
-// exact, tensor/kv_row.h), so an F16 or Q8_0 cache gives the bits an F32
-// cache holding the same values gives. Q8_0: i is a multiple of 8.
+// are, F16 through F16C, Q8_0 and Q4_0 widened and times the block's scale
+// (all exact, tensor/kv_row.h), so an F16, Q8_0 or Q4_0 cache gives the bits
+// an F32 cache holding the same values gives. Q8_0, Q4_0: i is a multiple of 8.
 inline __m256 load8(const float* row, int i) { return _mm256_loadu_ps(row + i); }
 inline __m256 load8(const uint16_t* row, int i) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
@@ -621,6 +621,15 @@ inline __m256 load8(const block_q8_0* row, int i) {
   const block_q8_0& b = row[i / kQK];
   const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + i % kQK)));
   return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b.d)));
+}
+// Q4_0: elements [j, j + 8) of a block are the low (j < 16) or high nibbles
+// of bytes [j % 16, j % 16 + 8).
+inline __m256 load8(const block_q4_0* row, int i) {
+  const block_q4_0& b = row[i / kQK];
+  const int j = i % kQK;
+  __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + j % (kQK / 2))));
+  q = j < kQK / 2 ? _mm256_and_si256(q, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(q, 4);
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8))), _mm256_set1_ps(_cvtsh_ss(b.d)));
 }
 // (The scalar tails use explicit fmas: left to the compiler, a float cache's
 // tail contracted to fmas and a half cache's did not.)
@@ -649,7 +658,7 @@ inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int
 // kernels/ref's attend with 8-wide dots (four positions at a time), a
 // vectorised exp, and the weighted sum of V kept in registers across
 // positions (64 output dims at a time), scaled by 1 / sum once at the end.
-// KV: the cache's row unit (float, F16 bits or a q8_0 block; tensor/kv_row.h).
+// KV: the cache's row unit (float, F16 bits, a q8_0 or q4_0 block; tensor/kv_row.h).
 template <typename KV>
 void attend_x86(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                 int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,
@@ -865,6 +874,8 @@ void add_common_x86_kernels(KernelTable& t) {
   t.attend_batch_f16 = attend_batch_x86<uint16_t>;
   t.attend_q8_0 = attend_x86<block_q8_0>;
   t.attend_batch_q8_0 = attend_batch_x86<block_q8_0>;
+  t.attend_q4_0 = attend_x86<block_q4_0>;
+  t.attend_batch_q4_0 = attend_batch_x86<block_q4_0>;
   t.silu_mul = silu_mul_x86;
 }
 

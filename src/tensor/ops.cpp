@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
 #include "tensor/half.h"
 #include "tensor/kernels/dispatch.h"
 #include "tensor/kernels/ref/ref.h"
+#include "tensor/kv_row.h"
 
 namespace colibri {
 
@@ -215,73 +218,52 @@ uint64_t read_sum(const void* p, size_t bytes) {
 
 void swiglu_clamped(const float* g, const float* u, float* y, int64_t n) { ref::swiglu_clamped(g, u, y, n); }
 
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink) {
-  CLB_ASSERT(n_pos >= 1);
-  active_kernel_table().attend(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
-                               scores, out, sink);
+namespace {
+// The active table's two attention entries for a cache of row unit KV.
+template <typename KV>
+std::pair<AttendKvFn<KV>, AttendBatchKvFn<KV>> attend_entries(const KernelTable& t) {
+  if constexpr (std::is_same_v<KV, float>)
+    return {t.attend, t.attend_batch};
+  else if constexpr (std::is_same_v<KV, uint16_t>)
+    return {t.attend_f16, t.attend_batch_f16};
+  else if constexpr (std::is_same_v<KV, block_q8_0>)
+    return {t.attend_q8_0, t.attend_batch_q8_0};
+  else {
+    static_assert(std::is_same_v<KV, block_q4_0>, "a KV cache row unit of tensor/kv_row.h");
+    return {t.attend_q4_0, t.attend_batch_q4_0};
+  }
+}
+}  // namespace
+
+template <typename KV>
+void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
+            int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink) {
+  CLB_ASSERT(n_pos >= 1 && head_dim % kKvUnitElems<KV> == 0 && head_dim_v % kKvUnitElems<KV> == 0);
+  attend_entries<KV>(active_kernel_table())
+      .first(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale, scores, out, sink);
 }
 
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
-                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink) {
-  CLB_ASSERT(n_q >= 1);
+template <typename KV>
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k, size_t k_stride,
+                  const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                  float* out, size_t out_stride, float sink) {
+  CLB_ASSERT(n_q >= 1 && head_dim % kKvUnitElems<KV> == 0 && head_dim_v % kKvUnitElems<KV> == 0);
   for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
-  active_kernel_table().attend_batch(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
-                                     head_dim_v, scale, scores, out, out_stride, sink);
+  attend_entries<KV>(active_kernel_table())
+      .second(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores, out,
+              out_stride, sink);
 }
 
-void attend(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink) {
-  CLB_ASSERT(n_pos >= 1);
-  active_kernel_table().attend_f16(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
-                                   scores, out, sink);
-}
-
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
-                  size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink) {
-  CLB_ASSERT(n_q >= 1);
-  for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
-  active_kernel_table().attend_batch_f16(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
-                                         head_dim_v, scale, scores, out, out_stride, sink);
-}
-
-void attend(const float* q, const block_q8_0* k, size_t k_stride, const block_q8_0* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink) {
-  CLB_ASSERT(n_pos >= 1 && head_dim % kQK == 0 && head_dim_v % kQK == 0);
-  active_kernel_table().attend_q8_0(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
-                                    scores, out, sink);
-}
-
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q8_0* k,
-                  size_t k_stride, const block_q8_0* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink) {
-  CLB_ASSERT(n_q >= 1 && head_dim % kQK == 0 && head_dim_v % kQK == 0);
-  for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
-  active_kernel_table().attend_batch_q8_0(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
-                                          head_dim_v, scale, scores, out, out_stride, sink);
-}
-
-void attend(const float* q, const block_q4_0* k, size_t k_stride, const block_q4_0* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink) {
-  CLB_ASSERT(n_pos >= 1 && head_dim % kQK == 0 && head_dim_v % kQK == 0);
-  active_kernel_table().attend_q4_0(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale,
-                                    scores, out, sink);
-}
-
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q4_0* k,
-                  size_t k_stride, const block_q4_0* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink) {
-  CLB_ASSERT(n_q >= 1 && head_dim % kQK == 0 && head_dim_v % kQK == 0);
-  for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
-  active_kernel_table().attend_batch_q4_0(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim,
-                                          head_dim_v, scale, scores, out, out_stride, sink);
-}
+#define CLB_ATTEND_FOR(KV)                                                                                  \
+  template void attend<KV>(const float*, const KV*, size_t, const KV*, size_t, int64_t, int, int, float,    \
+                           float*, float*, float);                                                          \
+  template void attend_batch<KV>(const float*, size_t, int, const int32_t*, const KV*, size_t, const KV*,   \
+                                 size_t, int, int, float, float*, float*, size_t, float);
+CLB_ATTEND_FOR(float)
+CLB_ATTEND_FOR(uint16_t)
+CLB_ATTEND_FOR(block_q8_0)
+CLB_ATTEND_FOR(block_q4_0)
+#undef CLB_ATTEND_FOR
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   CLB_ASSERT(n % dtype_info(t).block_size == 0);

@@ -61,49 +61,26 @@ void pack_rows(DType t, const uint8_t* src, uint8_t* dst, int64_t n_rows, int64_
 // Row r of a matrix view (packed or not) as F32 (an embedding lookup).
 void dequantize_matrix_row(const TensorView& w, int64_t r, float* dst);
 
-// One query head's attention over n_pos cached positions (F32, strides in
-// floats): out[0..head_dim_v) = softmax_p(scale * q . k_p) weighted sum of v_p.
-// `scores` is scratch for n_pos floats. A finite `sink` is one more logit in
-// the softmax with no value (an attention sink): the weights sum below 1.
-void attend(const float* q, const float* k, size_t k_stride, const float* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink = -INFINITY);
+// One query head's attention over n_pos cached positions: out[0..head_dim_v)
+// = softmax_p(scale * q . k_p) weighted sum of v_p. KV is the cache's row
+// unit (tensor/kv_row.h): float (F32), uint16_t (F16 bits), block_q8_0 or
+// block_q4_0 (head_dim and head_dim_v multiples of 32); strides count units.
+// An F16 or block cache gives the bits an F32 cache holding the same
+// (dequantized) values gives. `scores` is scratch for n_pos floats. A finite
+// `sink` is one more logit in the softmax with no value (an attention sink):
+// the weights sum below 1.
+template <typename KV>
+void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
+            int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink = -INFINITY);
 
 // attend() for n_q query heads that share one sequence's cache (the tokens of
 // a prompt batch): each cached key and value row is read once for all of
 // them. Query i is at q + i * q_stride, sees positions [0, n_pos[i]) and
 // writes out + i * out_stride; `scores` is scratch for n_q * max(n_pos) floats.
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const float* k,
-                  size_t k_stride, const float* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
-
-// The same over a cache stored as F16 (IEEE half bits, strides in halves); an
-// F16 cache gives the bits an F32 cache holding the same values gives.
-void attend(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink = -INFINITY);
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const uint16_t* k,
-                  size_t k_stride, const uint16_t* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
-
-// The same over a cache stored as Q8_0 (rows of block_q8_0, strides in
-// blocks; head_dim and head_dim_v multiples of 32): the bits an F32 cache
-// holding the dequantized values gives.
-void attend(const float* q, const block_q8_0* k, size_t k_stride, const block_q8_0* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink = -INFINITY);
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q8_0* k,
-                  size_t k_stride, const block_q8_0* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
-// The same over a cache stored as Q4_0 (rows of block_q4_0, strides in
-// blocks; head_dim and head_dim_v multiples of 32): the bits an F32 cache
-// holding the dequantized values gives.
-void attend(const float* q, const block_q4_0* k, size_t k_stride, const block_q4_0* v, size_t v_stride,
-            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
-            float sink = -INFINITY);
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const block_q4_0* k,
-                  size_t k_stride, const block_q4_0* v, size_t v_stride, int head_dim, int head_dim_v,
-                  float scale, float* scores, float* out, size_t out_stride, float sink = -INFINITY);
+template <typename KV>
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k, size_t k_stride,
+                  const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
+                  float* out, size_t out_stride, float sink = -INFINITY);
 
 // y[i] = silu(g[i]) * u[i] (y may be g or u): the gated FFN's activation.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);

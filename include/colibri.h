@@ -34,8 +34,10 @@ typedef enum {
 typedef enum {
   COLIBRI_KV_F16 = 0, /* half the memory (llama.cpp's default) */
   COLIBRI_KV_F32 = 1, /* the products exactly as computed */
-  COLIBRI_KV_Q8_0 = 2, /* blocks of 32 int8 and a scale: 53% of f16's bytes (llama.cpp's q8_0 cache) */
-  COLIBRI_KV_Q4_0 = 3  /* blocks of 32 4-bit values and a scale: 28% of f16's bytes (llama.cpp's q4_0 cache) */
+  /* blocks of 32 int8 and a scale: 53% of f16's bytes (llama.cpp's q8_0 cache) */
+  COLIBRI_KV_Q8_0 = 2,
+  /* blocks of 32 4-bit values and a scale: 28% of f16's bytes (llama.cpp's q4_0 cache) */
+  COLIBRI_KV_Q4_0 = 3
 } colibri_kv_type;
 
 typedef struct {

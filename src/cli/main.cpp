@@ -15,8 +15,9 @@ void add_kv_type_flag(CLI::App* app, DType* t) {
       {"f16", DType::F16}, {"f32", DType::F32}, {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}};
   app->add_option("--kv-type", *t,
                   "KV cache storage: f16 (as llama.cpp), f32 (the exact products), q8_0 "
-                  "(blocks of 32 int8 and a scale: 53% of f16's bytes, so long contexts decode faster) "
-                  "or q4_0 (blocks of 32 4-bit values and a scale: 28% of f16's bytes, less exact)")
+                  "(blocks of 32 int8 and a scale: 53% of f16's bytes, so long contexts "
+                  "decode faster) or q4_0 (blocks of 32 4-bit values and a scale: 28% of "
+                  "f16's bytes, less exact)")
       ->transform(CLI::CheckedTransformer(kTypes, CLI::ignore_case))
       ->default_str("f16");
 }

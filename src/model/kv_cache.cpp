@@ -11,10 +11,11 @@ void KVCache::check_type(const ModelConfig& c, DType type) {
   CLB_CHECK(type == DType::F16 || type == DType::F32 || type == DType::Q8_0 || type == DType::Q4_0,
             "the KV cache is stored as f16, f32, q8_0 or q4_0, not %s", dtype_info(type).name);
   const bool blocks = type == DType::Q8_0 || type == DType::Q4_0;
-  CLB_CHECK(!blocks || (c.head_dim % kQK == 0 && c.head_dim_v % kQK == 0),
-            "a %s KV cache stores blocks of %d values, and this model's attention heads have %d key "
-            "and %d value dimensions: use --kv-type f16",
-            dtype_info(type).name, kQK, c.head_dim, c.head_dim_v);
+  CLB_CHECK(
+      !blocks || (c.head_dim % kQK == 0 && c.head_dim_v % kQK == 0),
+      "a %s KV cache stores blocks of %d values, and this model's attention heads have %d key "
+      "and %d value dimensions: use --kv-type f16",
+      dtype_info(type).name, kQK, c.head_dim, c.head_dim_v);
 }
 
 KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)

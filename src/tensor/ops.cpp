@@ -236,29 +236,31 @@ std::pair<AttendKvFn<KV>, AttendBatchKvFn<KV>> attend_entries(const KernelTable&
 }  // namespace
 
 template <typename KV>
-void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink) {
+void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink) {
   CLB_ASSERT(n_pos >= 1 && head_dim % kKvUnitElems<KV> == 0 && head_dim_v % kKvUnitElems<KV> == 0);
   attend_entries<KV>(active_kernel_table())
       .first(q, k, k_stride, v, v_stride, n_pos, head_dim, head_dim_v, scale, scores, out, sink);
 }
 
 template <typename KV>
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k, size_t k_stride,
-                  const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride, float sink) {
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
+                  size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride, float sink) {
   CLB_ASSERT(n_q >= 1 && head_dim % kKvUnitElems<KV> == 0 && head_dim_v % kKvUnitElems<KV> == 0);
   for (int i = 0; i < n_q; ++i) CLB_ASSERT(n_pos[i] >= 1);
   attend_entries<KV>(active_kernel_table())
-      .second(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale, scores, out,
-              out_stride, sink);
+      .second(q, q_stride, n_q, n_pos, k, k_stride, v, v_stride, head_dim, head_dim_v, scale,
+              scores, out, out_stride, sink);
 }
 
-#define CLB_ATTEND_FOR(KV)                                                                                  \
-  template void attend<KV>(const float*, const KV*, size_t, const KV*, size_t, int64_t, int, int, float,    \
-                           float*, float*, float);                                                          \
-  template void attend_batch<KV>(const float*, size_t, int, const int32_t*, const KV*, size_t, const KV*,   \
-                                 size_t, int, int, float, float*, float*, size_t, float);
+#define CLB_ATTEND_FOR(KV)                                                                        \
+  template void attend<KV>(const float*, const KV*, size_t, const KV*, size_t, int64_t, int, int, \
+                           float, float*, float*, float);                                         \
+  template void attend_batch<KV>(const float*, size_t, int, const int32_t*, const KV*, size_t,    \
+                                 const KV*, size_t, int, int, float, float*, float*, size_t,      \
+                                 float);
 CLB_ATTEND_FOR(float)
 CLB_ATTEND_FOR(uint16_t)
 CLB_ATTEND_FOR(block_q8_0)

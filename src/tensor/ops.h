@@ -70,17 +70,19 @@ void dequantize_matrix_row(const TensorView& w, int64_t r, float* dst);
 // `sink` is one more logit in the softmax with no value (an attention sink):
 // the weights sum below 1.
 template <typename KV>
-void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride, int64_t n_pos,
-            int head_dim, int head_dim_v, float scale, float* scores, float* out, float sink = -INFINITY);
+void attend(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
+            int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores, float* out,
+            float sink = -INFINITY);
 
 // attend() for n_q query heads that share one sequence's cache (the tokens of
 // a prompt batch): each cached key and value row is read once for all of
 // them. Query i is at q + i * q_stride, sees positions [0, n_pos[i]) and
 // writes out + i * out_stride; `scores` is scratch for n_q * max(n_pos) floats.
 template <typename KV>
-void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k, size_t k_stride,
-                  const KV* v, size_t v_stride, int head_dim, int head_dim_v, float scale, float* scores,
-                  float* out, size_t out_stride, float sink = -INFINITY);
+void attend_batch(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
+                  size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
+                  float scale, float* scores, float* out, size_t out_stride,
+                  float sink = -INFINITY);
 
 // y[i] = silu(g[i]) * u[i] (y may be g or u): the gated FFN's activation.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);

@@ -419,8 +419,10 @@ TEST(KvCacheQ4, CloseToTheF32Cache) {
     EXPECT_LE(d.max_d, std::max(tolerance_for(d.model, false).T, 0.10 * d.spread)) << d.model;
     moved += d.max_d > 0;
   }
-  std::printf("  %zu models compared, %zu with a route flipped at every prompt's first token, %d refused (head "
-              "sizes not whole blocks of 32)\n", compared, diffs.size() - compared, skipped);
+  std::printf(
+      "  %zu models compared, %zu with a route flipped at every prompt's first token, %d refused "
+      "(head sizes not whole blocks of 32)\n",
+      compared, diffs.size() - compared, skipped);
   EXPECT_GE(compared, 10u);
   EXPECT_GT(moved, 0) << "no model's logits changed: is the cache really Q4_0?";
 }

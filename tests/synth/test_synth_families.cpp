@@ -220,8 +220,10 @@ void block_cache_close_to_f32(DType type, double share, size_t min_tokens) {
         hi = std::max(hi, a.logits[compared][i]);
         max_d = std::max(max_d, static_cast<double>(std::fabs(a.logits[compared][i] - b.logits[compared][i])));
       }
-    std::printf("  %-24s %s cache vs f32: max |dlogit| %.3g over a spread of %.3g (%zu of %zu tokens "
-                "before the routing differs)\n", name, dtype_name(type), max_d, hi - lo, compared, a.logits.size());
+    std::printf(
+        "  %-24s %s cache vs f32: max |dlogit| %.3g over a spread of %.3g (%zu of %zu tokens "
+        "before the routing differs)\n",
+        name, dtype_name(type), max_d, hi - lo, compared, a.logits.size());
     ASSERT_GE(compared, min_tokens);
     EXPECT_GT(max_d, 0.0);
     EXPECT_LT(max_d, share * (hi - lo));
@@ -229,8 +231,12 @@ void block_cache_close_to_f32(DType type, double share, size_t min_tokens) {
   }
 }
 
-TEST(SynthFamilies, Q8CacheCloseToTheF32Cache) { block_cache_close_to_f32(DType::Q8_0, 0.01, 8); }
-TEST(SynthFamilies, Q4CacheCloseToTheF32Cache) { block_cache_close_to_f32(DType::Q4_0, 0.08, 1); }
+TEST(SynthFamilies, Q8CacheCloseToTheF32Cache) {
+  block_cache_close_to_f32(DType::Q8_0, 0.01, 8);
+}
+TEST(SynthFamilies, Q4CacheCloseToTheF32Cache) {
+  block_cache_close_to_f32(DType::Q4_0, 0.08, 1);
+}
 
 // "blk.7.ffn_up_exps.weight" -> "blk.N.ffn_up_exps.weight".
 std::string pattern(const std::string& name) {

@@ -237,13 +237,15 @@ void check_block_cache(DType type, void (*quantize)(const float*, Block*, int64_
           attend_batch(q.data(), hd, n_q, n_pos.data(), kq.data(), kb, vq.data(), vb, hd, hdv, scale,
                        scores.data(), got.data(), hdv, sink);
           ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-              << dtype_name(type) << " " << isa_name(isa) << " batch, hd " << hd << " n_q " << n_q << " sink " << sink;
+              << dtype_name(type) << " " << isa_name(isa) << " batch, hd " << hd << " n_q " << n_q
+              << " sink " << sink;
           attend(q.data(), kq.data(), kb, vq.data(), vb, n_pos[0], hd, hdv, scale, scores.data(), got.data(),
                  sink);
           attend(q.data(), k.data(), kb * 32, v.data(), vb * 32, n_pos[0], hd, hdv, scale, scores.data(),
                  want.data(), sink);
           ASSERT_EQ(std::memcmp(got.data(), want.data(), hdv * sizeof(float)), 0)
-              << dtype_name(type) << " " << isa_name(isa) << " one query, hd " << hd << " n_pos " << n_pos[0] << " sink " << sink;
+              << dtype_name(type) << " " << isa_name(isa) << " one query, hd " << hd << " n_pos "
+              << n_pos[0] << " sink " << sink;
         }
       }
   }

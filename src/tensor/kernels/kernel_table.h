@@ -30,12 +30,11 @@ using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uin
 // One query head against its cached keys and values, stored as KV (rows of
 // float, uint16_t F16 bits, block_q8_0 or block_q4_0, read exactly as the floats they
 // hold, tensor/kv_row.h; strides in those units): scores[p] = scale *
-// dot(q, k + p * k_stride) for p < n_pos, softmax over them, out[0..head_dim_v) = sum_p softmax_p * (v + p *
-// v_stride). `scores` holds n_pos floats of scratch. `sink` (-inf: none) is
-// a learned logit that joins the softmax's denominator and adds no value
-// (GPT-OSS's attention sinks): the weights then sum to less than 1. An F16,
-// Q8_0 or Q4_0 cache gives what an F32 cache holding the same values gives.
-// Q8_0, Q4_0: head_dim and head_dim_v are multiples of 32.
+// dot(q, k + p * k_stride) for p < n_pos, softmax over them, out[0..head_dim_v) = sum_p softmax_p *
+// (v + p * v_stride). `scores` holds n_pos floats of scratch. `sink` (-inf: none) is a learned
+// logit that joins the softmax's denominator and adds no value (GPT-OSS's attention sinks): the
+// weights then sum to less than 1. An F16, Q8_0 or Q4_0 cache gives what an F32 cache holding the
+// same values gives. Q8_0, Q4_0: head_dim and head_dim_v are multiples of 32.
 template <typename KV>
 using AttendKvFn = void (*)(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
                             int64_t n_pos, int head_dim, int head_dim_v, float scale, float* scores,

@@ -59,9 +59,10 @@ template void attend<block_q8_0>(const float*, const block_q8_0*, size_t, const 
                                  int, int, float, float*, float*, float);
 template void attend_batch<block_q8_0>(const float*, size_t, int, const int32_t*, const block_q8_0*, size_t,
                                        const block_q8_0*, size_t, int, int, float, float*, float*, size_t, float);
-template void attend<block_q4_0>(const float*, const block_q4_0*, size_t, const block_q4_0*, size_t, int64_t,
-                                 int, int, float, float*, float*, float);
-template void attend_batch<block_q4_0>(const float*, size_t, int, const int32_t*, const block_q4_0*, size_t,
-                                       const block_q4_0*, size_t, int, int, float, float*, float*, size_t, float);
+template void attend<block_q4_0>(const float*, const block_q4_0*, size_t, const block_q4_0*, size_t,
+                                 int64_t, int, int, float, float*, float*, float);
+template void attend_batch<block_q4_0>(const float*, size_t, int, const int32_t*, const block_q4_0*,
+                                       size_t, const block_q4_0*, size_t, int, int, float, float*,
+                                       float*, size_t, float);
 
 }  // namespace colibri::ref

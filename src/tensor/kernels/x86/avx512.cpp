@@ -362,7 +362,8 @@ inline __m512 load16(const block_q4_0* row, int i) {
   const block_q4_0& b = row[i / kQK];
   __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
   q = i % kQK == 0 ? _mm512_and_si512(q, _mm512_set1_epi32(0x0F)) : _mm512_srli_epi32(q, 4);
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))), _mm512_set1_ps(_cvtsh_ss(b.d)));
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(8))),
+                       _mm512_set1_ps(_cvtsh_ss(b.d)));
 }
 
 // out[0, 16A) = inv * sum over p of scores[p] * v[p][i0, i0 + 16A): A

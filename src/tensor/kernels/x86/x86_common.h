@@ -627,9 +627,11 @@ inline __m256 load8(const block_q8_0* row, int i) {
 inline __m256 load8(const block_q4_0* row, int i) {
   const block_q4_0& b = row[i / kQK];
   const int j = i % kQK;
-  __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + j % (kQK / 2))));
+  __m256i q =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + j % (kQK / 2))));
   q = j < kQK / 2 ? _mm256_and_si256(q, _mm256_set1_epi32(0x0F)) : _mm256_srli_epi32(q, 4);
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8))), _mm256_set1_ps(_cvtsh_ss(b.d)));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(8))),
+                       _mm256_set1_ps(_cvtsh_ss(b.d)));
 }
 // (The scalar tails use explicit fmas: left to the compiler, a float cache's
 // tail contracted to fmas and a half cache's did not.)

@@ -86,8 +86,8 @@ class BusyClock {
 
 class PreadEngine : public IoEngine {
  public:
-  PreadEngine(int threads, int max_ops, Completion done, void* ctx)
-      : queue_(max_ops), done_(done), ctx_(ctx) {
+  PreadEngine(int threads, int max_ops, Completion done, Prepare prepare, void* ctx)
+      : queue_(max_ops), done_(done), prepare_(prepare), ctx_(ctx) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
   }
   ~PreadEngine() override {
@@ -126,6 +126,7 @@ class PreadEngine : public IoEngine {
         op = queue_.pop();
       }
       op->done = 0;
+      if (prepare_) prepare_(ctx_, *op);
       const bool ok = read_rest(*op, err, sizeof err);
       if (ok) finish(*op);
       {
@@ -144,6 +145,7 @@ class PreadEngine : public IoEngine {
   bool stop_ = false;
   std::vector<std::thread> workers_;
   Completion done_;
+  Prepare prepare_;
   void* ctx_;
   IoEngineStats stats_;
   BusyClock clock_;
@@ -153,8 +155,8 @@ class PreadEngine : public IoEngine {
 // completions (liburing allows one submitter side and one completer side).
 class UringEngine : public IoEngine {
  public:
-  UringEngine(int depth, int max_ops, Completion done, void* ctx)
-      : depth_(depth), queue_(max_ops), done_(done), ctx_(ctx) {}
+  UringEngine(int depth, int max_ops, Completion done, Prepare prepare, void* ctx)
+      : depth_(depth), queue_(max_ops), done_(done), prepare_(prepare), ctx_(ctx) {}
   // Returns 0 or -errno.
   int init() {
     int r = io_uring_queue_init(static_cast<unsigned>(depth_), &ring_, 0);
@@ -200,8 +202,11 @@ class UringEngine : public IoEngine {
   const char* name() const override { return "io_uring"; }
 
  private:
-  // Under mu_, with inflight_ < depth_.
+  // Under mu_, with inflight_ < depth_. The kernel takes the destination's
+  // pages when the read is submitted, on this thread; prepare_ (rarely more
+  // than a page fault's wait) comes first.
   void start(ReadOp* op) {
+    if (prepare_ && op->done == 0) prepare_(ctx_, *op);
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     CLB_ASSERT(sqe != nullptr);
     io_uring_prep_read(sqe, op->fd, op->dst + op->done, static_cast<unsigned>(op->length - op->done),
@@ -267,6 +272,7 @@ class UringEngine : public IoEngine {
   bool stop_ = false;
   std::thread reaper_;
   Completion done_;
+  Prepare prepare_;
   void* ctx_;
   IoEngineStats stats_;
   BusyClock clock_;
@@ -275,18 +281,19 @@ class UringEngine : public IoEngine {
 }  // namespace
 
 std::unique_ptr<IoEngine> make_io_engine(const std::string& kind, int depth, int max_ops,
-                                         IoEngine::Completion done, void* ctx, std::string* note) {
+                                         IoEngine::Completion done, IoEngine::Prepare prepare,
+                                         void* ctx, std::string* note) {
   CLB_CHECK(kind == "uring" || kind == "pread", "unknown I/O engine '%s' (choices: uring, pread)",
             kind.c_str());
   CLB_CHECK(depth >= 1 && depth <= 4096, "I/O depth %d must be between 1 and 4096", depth);
   if (kind == "uring") {
-    auto u = std::make_unique<UringEngine>(depth, max_ops, done, ctx);
+    auto u = std::make_unique<UringEngine>(depth, max_ops, done, prepare, ctx);
     int r = u->init();
     if (r == 0) return u;
     if (note) *note = strprintf("io_uring is unavailable (%s); using pread threads", std::strerror(-r));
   }
   // Threads past a few only add context switches on a pread path.
-  return std::make_unique<PreadEngine>(std::min(depth, 16), max_ops, done, ctx);
+  return std::make_unique<PreadEngine>(std::min(depth, 16), max_ops, done, prepare, ctx);
 }
 
 }  // namespace colibri

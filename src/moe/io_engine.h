@@ -35,6 +35,10 @@ class IoEngine {
   // Called once per op from an I/O thread; error is nullptr on success, else
   // a message ("read of 4096 bytes at offset 123: Input/output error").
   using Completion = void (*)(void* ctx, ReadOp& op, const char* error);
+  // Called once per op just before its read starts (on an I/O thread, or
+  // for io_uring on the thread that starts it): the owner makes the
+  // destination resident (see StreamingExpertStore::fault_in).
+  using Prepare = void (*)(void* ctx, ReadOp& op);
 
   virtual ~IoEngine() = default;
   // Starts the read; never blocks on I/O. Thread-safe. Urgent reads (someone
@@ -45,9 +49,11 @@ class IoEngine {
 };
 
 // kind: "uring" or "pread". depth: reads in flight (uring) or threads (pread).
-// max_ops: the most ops ever outstanding at once. Where io_uring cannot be set
-// up (old kernel, seccomp), falls back to pread and says why in *note.
+// max_ops: the most ops ever outstanding at once. prepare may be null. Where
+// io_uring cannot be set up (old kernel, seccomp), falls back to pread and
+// says why in *note.
 std::unique_ptr<IoEngine> make_io_engine(const std::string& kind, int depth, int max_ops,
-                                         IoEngine::Completion done, void* ctx, std::string* note);
+                                         IoEngine::Completion done, IoEngine::Prepare prepare,
+                                         void* ctx, std::string* note);
 
 }  // namespace colibri

@@ -121,6 +121,9 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
             n_total, std::strerror(errno));
   pool_ = static_cast<uint8_t*>(p);
   populate_end_ = pool_bytes_;
+  n_region_ = (pool_bytes_ + kHugePageBytes - 1) / kHugePageBytes;
+  region_ = std::make_unique<std::atomic<uint8_t>[]>(n_region_);
+  for (size_t r = 0; r < n_region_; ++r) region_[r].store(kUntouched, std::memory_order_relaxed);
   populate_ = std::jthread([this](std::stop_token stop) {
     // On idle CPU only, ahead of the loads (see populate_); where
     // SCHED_IDLE is refused, at nice 10 and never past kPopulateLead.
@@ -130,11 +133,11 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
       setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
       ahead = kPopulateLead;
     }
-    // Small steps: faulting holds the address space's lock, and every mmap
-    // (a new thread's stack, a buffer) waits for the step in progress.
-    constexpr size_t kChunk = 1u << 20;
-    for (size_t at = 0; at < pool_bytes_ && !stop.stop_requested();) {
-      size_t n;
+    // A region (one 2 MiB page) per step: faulting holds the address
+    // space's lock, and every mmap (a new thread's stack, a buffer) waits
+    // for the step in progress.
+    for (;;) {
+      size_t r;
       {
         // From the first load on (before it, the engine is still mapping its
         // buffers and starting threads, and each mmap would wait for this
@@ -147,19 +150,24 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
         // preempted) does not delay a compute thread's wake-up at a barrier.
         auto lead = [&] { return io_waiters_ > 0 ? ahead : std::min(ahead, kPopulateLead); };
         if (!populate_cv_.wait(lock, stop, [&] {
-              return frontier_ > 0 && frontier_ * slot_bytes_ + lead() > at && at < populate_end_;
+              while (populate_next_ < n_region_ &&
+                     region_[populate_next_].load(std::memory_order_acquire) != kUntouched)
+                ++populate_next_;  // readers got there first
+              const size_t at = populate_next_ * kHugePageBytes;
+              return populate_next_ < n_region_ && frontier_ > 0 &&
+                     frontier_ * slot_bytes_ + lead() > at && at < populate_end_;
             }))
           return;
-        n = std::min({kChunk, populate_end_ - at, frontier_ * slot_bytes_ + lead() - at});
-        populating_ = true;
+        // Claimed under populate_mu_, so a retirement that lowers
+        // populate_end_ sees the claim and waits for it.
+        r = populate_next_++;
+        uint8_t want = kUntouched;
+        if (!region_[r].compare_exchange_strong(want, kPopulating)) continue;
       }
-      populate_pages(pool_ + at, n);
-      at += n;
-      {
-        std::lock_guard<std::mutex> lock(populate_mu_);
-        populating_ = false;
-      }
-      populate_cv_.notify_all();
+      populate_pages(pool_ + r * kHugePageBytes, region_end(r) - r * kHugePageBytes);
+      uint8_t want = kPopulating;
+      region_[r].compare_exchange_strong(want, kResident);  // fails where a reader took over
+      region_[r].notify_all();
     }
   });
   slots_.resize(n_total);
@@ -171,8 +179,9 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   layer_pred_.assign(n_layer_, 0);
   policy_ = make_cache_policy(o.policy, n_cache_, static_cast<int>(n_keys), 0, o.history);
   std::string io_note;
-  io_ = make_io_engine(o.io, o.io_depth, static_cast<int>(ops_.size()), &StreamingExpertStore::on_read,
-                       this, &io_note);
+  io_ = make_io_engine(o.io, o.io_depth, static_cast<int>(ops_.size()),
+                       &StreamingExpertStore::on_read, &StreamingExpertStore::before_read, this,
+                       &io_note);
   if (!io_note.empty()) notes_ += (notes_.empty() ? "" : "; ") + io_note;
 
   // The hot set: all loads in flight at once, then wait for them.
@@ -267,6 +276,41 @@ void StreamingExpertStore::check_file() const {
             path_.c_str(), static_cast<unsigned long long>(file_size_),
             static_cast<long long>(st.st_size),
             static_cast<uint64_t>(st.st_size) == file_size_ ? ", modified in place" : "");
+}
+
+void StreamingExpertStore::before_read(void* ctx, ReadOp& op) {
+  auto* self = static_cast<StreamingExpertStore*>(ctx);
+  const size_t at = static_cast<size_t>(op.dst - self->pool_);
+  self->fault_in(at, at + op.length);
+}
+
+void StreamingExpertStore::fault_in(size_t begin, size_t end) {
+  end = std::min(end, pool_bytes_);
+  for (size_t r = begin / kHugePageBytes; r * kHugePageBytes < end; ++r) {
+    std::atomic<uint8_t>& st = region_[r];
+    double waited_since = 0;
+    for (;;) {
+      uint8_t s = st.load(std::memory_order_acquire);
+      if (s == kResident) break;
+      if (s == kFaulting) {  // another reader: done within a fault's time
+        st.wait(s, std::memory_order_acquire);
+        continue;
+      }
+      if (s == kPopulating) {
+        const double t = now_seconds();
+        if (waited_since == 0) waited_since = t;
+        if (t - waited_since < kPopulateWait) {
+          usleep(100);
+          continue;
+        }
+      }
+      if (!st.compare_exchange_strong(s, kFaulting, std::memory_order_acq_rel)) continue;
+      populate_pages(pool_ + r * kHugePageBytes, region_end(r) - r * kHugePageBytes);
+      st.store(kResident, std::memory_order_release);
+      st.notify_all();
+      break;
+    }
+  }
 }
 
 void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
@@ -526,6 +570,7 @@ void StreamingExpertStore::move_slab(int from, int to) {
     if (where_[t.key] == to) where_[t.key] = -1;
     if (t.state == State::kReady) ++stats_.evictions;
   }
+  fault_in(static_cast<size_t>(to) * slot_bytes_, static_cast<size_t>(to + 1) * slot_bytes_);
   std::memcpy(pool_ + static_cast<size_t>(to) * slot_bytes_, pool_ + static_cast<size_t>(from) * slot_bytes_,
               slot_bytes_);
   const ptrdiff_t d = (static_cast<ptrdiff_t>(to) - from) * static_cast<ptrdiff_t>(slot_bytes_);
@@ -580,13 +625,6 @@ void StreamingExpertStore::set_cache_slots(int n) {
   }
   active_ = n;
   stats_.slots_given_back += static_cast<uint64_t>(old - n);
-  {
-    // The populate thread stops short of the retired slots, and finishes
-    // the chunk it may be faulting there before they are dropped.
-    std::unique_lock<std::mutex> pl(populate_mu_);
-    populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
-    populate_cv_.wait(pl, [&] { return !populating_; });
-  }
   // From the first 2 MiB boundary at or above the retired slots to the end
   // of the pool (huge_page_sliver: a context-filling run under a 40 MiB
   // budget peaked 3-12 MiB over it when retired slots split huge pages).
@@ -594,7 +632,27 @@ void StreamingExpertStore::set_cache_slots(int n) {
   // retirement that passes the boundary drops it.
   const size_t from = static_cast<size_t>(n_pinned_ + n) * slot_bytes_ + retired_sliver(n);
   const size_t end = (pool_bytes_ + page_size() - 1) / page_size() * page_size();
-  if (from < end) madvise(pool_ + from, end - from, MADV_DONTNEED);
+  if (from >= end) {
+    std::lock_guard<std::mutex> pl(populate_mu_);
+    populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
+    return;
+  }
+  const size_t r0 = from / kHugePageBytes;  // from is a region boundary
+  {
+    // The populate thread claims no region past the active slots from now
+    // on, and will start again from the first dropped one.
+    std::lock_guard<std::mutex> pl(populate_mu_);
+    populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
+    populate_next_ = std::min(populate_next_, r0);
+  }
+  // A region it claimed before finishes first (no reader touches retired
+  // slots: their loads are done).
+  for (size_t r = r0; r < n_region_; ++r)
+    for (uint8_t s;
+         (s = region_[r].load(std::memory_order_acquire)) == kPopulating || s == kFaulting;)
+      region_[r].wait(s, std::memory_order_acquire);
+  madvise(pool_ + from, end - from, MADV_DONTNEED);
+  for (size_t r = r0; r < n_region_; ++r) region_[r].store(kUntouched, std::memory_order_release);
 }
 
 size_t StreamingExpertStore::retired_sliver(int n) const {

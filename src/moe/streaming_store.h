@@ -33,6 +33,8 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -42,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/sys.h"
 #include "moe/cache_policy.h"
 #include "moe/expert_store.h"
 #include "moe/io_engine.h"
@@ -186,8 +189,26 @@ class StreamingExpertStore : public ExpertStore {
   std::condition_variable_any populate_cv_;
   size_t frontier_ = 0;  // 1 + the highest slot index loaded so far (under populate_mu_)
   size_t populate_end_ = 0;  // bytes of the pool in active slots (under populate_mu_)
-  bool populating_ = false;  // a chunk is being faulted in (under populate_mu_)
+  size_t populate_next_ = 0;  // the populate thread's next region (under populate_mu_)
   std::jthread populate_;
+  // First touch of the pool, one thread at a time per 2 MiB region. Threads
+  // that fault the same untouched huge page at once each allocate one and
+  // are each charged 2 MiB until all but one give theirs back: with 16 I/O
+  // threads reading into fresh slots (3 parts of 2-3 slots share a page),
+  // a cgroup's usage ran 7-20 MiB over the budget at the first prompt. Each
+  // region is kUntouched, then kPopulating (the populate thread) or
+  // kFaulting (a reader, or a slab moving in), then kResident; back to
+  // kUntouched when retired. A reader that finds the populate thread on its
+  // region waits for it up to kPopulateWait, then faults the region itself
+  // (the idle-priority thread may not run again for a while).
+  enum RegionState : uint8_t { kUntouched, kPopulating, kFaulting, kResident };
+  static constexpr double kPopulateWait = 0.005;
+  std::unique_ptr<std::atomic<uint8_t>[]> region_;
+  size_t n_region_ = 0;
+  size_t region_end(size_t r) const { return std::min(pool_bytes_, (r + 1) * kHugePageBytes); }
+  // Makes bytes [begin, end) of the pool resident, under the protocol above.
+  void fault_in(size_t begin, size_t end);
+  static void before_read(void* ctx, ReadOp& op);
   std::vector<Slot> slots_;       // pinned first
   std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot
   std::vector<int32_t> where_;    // (n_layer, n_expert) -> slot or -1

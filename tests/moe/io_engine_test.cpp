@@ -1,6 +1,9 @@
-// The I/O engines on a small file: every read brings the file's bytes, and a
-// read someone waits on (urgent) starts before reads that were only guesses,
-// whatever order they were submitted in.
+// The I/O engines on a small file: every read brings the file's bytes, the
+// owner's prepare runs before each read, and a read someone waits on
+// (urgent) starts before reads that were only guesses, whatever order they
+// were submitted in.
+#include "moe/io_engine.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/filter.h>
@@ -10,17 +13,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstddef>
-
+#include <algorithm>
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include "moe/io_engine.h"
 
 namespace colibri {
 namespace {
@@ -34,7 +35,21 @@ struct Recorder {
   std::condition_variable cv;
   std::vector<int> order;
   std::vector<std::string> errors;
+  std::vector<int> prepared;       // tags, in the order prepare saw them
+  std::vector<int> landed_before;  // tags whose bytes were already there at prepare
   bool first_entered = false, released = false;
+
+  // Before each read: its destination must still be as submitted (zeros).
+  static void prepare(void* ctx, ReadOp& op) {
+    auto* r = static_cast<Recorder*>(ctx);
+    std::lock_guard<std::mutex> lock(r->mu);
+    r->prepared.push_back(op.tag);
+    for (size_t i = 0; i < op.length; ++i)
+      if (op.dst[i] != 0) {
+        r->landed_before.push_back(op.tag);
+        break;
+      }
+  }
 
   static void done(void* ctx, ReadOp& op, const char* error) {
     auto* r = static_cast<Recorder*>(ctx);
@@ -76,7 +91,7 @@ TEST_P(IoEngineTest, UrgentReadsStartBeforeGuessesAndEveryReadIsExact) {
   Recorder rec;
   std::string note;
   // One read at a time: completions come in the order reads start.
-  auto io = make_io_engine(GetParam(), 1, kOps, &Recorder::done, &rec, &note);
+  auto io = make_io_engine(GetParam(), 1, kOps, &Recorder::done, &Recorder::prepare, &rec, &note);
   std::vector<std::vector<uint8_t>> dst(kOps, std::vector<uint8_t>(kLen, 0));
   std::vector<ReadOp> ops(kOps);
   for (int i = 0; i < kOps; ++i) {
@@ -110,6 +125,11 @@ TEST_P(IoEngineTest, UrgentReadsStartBeforeGuessesAndEveryReadIsExact) {
   const std::vector<int> want = std::string(io->name()) == "io_uring" ? std::vector<int>{0, 1, 3, 5, 2, 4}
                                                                       : std::vector<int>{0, 3, 5, 1, 2, 4};
   EXPECT_EQ(rec.order, want) << io->name() << " " << note;
+  // The owner's prepare ran once for each read, before its bytes came.
+  std::vector<int> prepared = rec.prepared;
+  std::sort(prepared.begin(), prepared.end());
+  EXPECT_EQ(prepared, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(rec.landed_before.empty());
   for (int i = 0; i < kOps; ++i)
     EXPECT_EQ(0, std::memcmp(dst[i].data(), data_.data() + i * kLen, kLen)) << "read " << i;
   EXPECT_EQ(io->stats().bytes, kOps * kLen);
@@ -138,7 +158,7 @@ TEST_P(IoEngineTest, RefusedIoUringFallsBackToPread) {
     Recorder rec;
     rec.released = true;
     std::string note;
-    auto io = make_io_engine("uring", 4, kOps, &Recorder::done, &rec, &note);
+    auto io = make_io_engine("uring", 4, kOps, &Recorder::done, nullptr, &rec, &note);
     if (std::string(io->name()) != "pread") _exit(2);
     if (note.find("io_uring is unavailable") == std::string::npos) _exit(3);
     std::vector<uint8_t> dst(kLen);

@@ -106,9 +106,14 @@ TEST(StreamingStore, ExpertsPastTheEndOfTheFileAreAnError) {
 // Giving slots back as the KV cache grows: the slabs the policy ranks
 // highest move into the slots that stay, their views still show the file's
 // bytes, the rest leave, and retired slots fill again when room returns.
+// Slabs of a few MiB, so the pool spans several 2 MiB pages and the retired
+// ones are dropped and faulted in again.
 TEST(StreamingStore, GivesSlotsBackKeepingTheSlabsThePolicyRanksHighest) {
   const std::string path = temp_path("shrink.gguf");
-  test::write_synth_qwen3moe(path, {}, 3);  // 2 layers x 8 experts
+  test::SynthShape shape;  // 2 layers x 8 experts
+  shape.n_embd = 256;
+  shape.n_ff_exp = 1024;
+  test::write_synth_qwen3moe(path, shape, 3);
   test::LoadedModel m = test::load_model(path);
   StreamingOptions so;
   so.n_slots = 8;

@@ -632,12 +632,7 @@ void StreamingExpertStore::set_cache_slots(int n) {
   // retirement that passes the boundary drops it.
   const size_t from = static_cast<size_t>(n_pinned_ + n) * slot_bytes_ + retired_sliver(n);
   const size_t end = (pool_bytes_ + page_size() - 1) / page_size() * page_size();
-  if (from >= end) {
-    std::lock_guard<std::mutex> pl(populate_mu_);
-    populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
-    return;
-  }
-  const size_t r0 = from / kHugePageBytes;  // from is a region boundary
+  const size_t r0 = from / kHugePageBytes;  // from is a region boundary (or the pool's end)
   {
     // The populate thread claims no region past the active slots from now
     // on, and will start again from the first dropped one.
@@ -645,6 +640,7 @@ void StreamingExpertStore::set_cache_slots(int n) {
     populate_end_ = static_cast<size_t>(n_pinned_ + n) * slot_bytes_;
     populate_next_ = std::min(populate_next_, r0);
   }
+  if (from >= end) return;
   // A region it claimed before finishes first (no reader touches retired
   // slots: their loads are done).
   for (size_t r = r0; r < n_region_; ++r)

@@ -2,8 +2,6 @@
 // owner's prepare runs before each read, and a read someone waits on
 // (urgent) starts before reads that were only guesses, whatever order they
 // were submitted in.
-#include "moe/io_engine.h"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/filter.h>
@@ -13,15 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
+
 #include <algorithm>
 #include <condition_variable>
-#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "moe/io_engine.h"
 
 namespace colibri {
 namespace {

@@ -14,6 +14,13 @@
 //   mxfp4: bytes [256 b, 256 b + 256): word k (k < 4) of row i's qs (the
 //         E2M1 codes, as in the file) at 64 k + 4 i; then, after all nb
 //         blocks, 16 E8M0 bytes (row i's e) per block at 256 nb + 16 b + i.
+//   q5_0: bytes [320 b, 320 b + 320): word k (k < 4) of row i's qs at
+//         64 k + 4 i (the low four bits of each value, as q4_0's nibbles);
+//         then at 256 + 8 m (m < 8) a 64-bit word whose bit 4 i + j is the
+//         fifth bit of element 4 m + j of row i (bit 4 m + j of its qh), so
+//         that bit p of mask m goes with byte p of word vector m mod 4 (low
+//         nibbles for m < 4, high ones for m >= 4); then the scales as for
+//         q4_0 at 320 nb + 32 b + 2 i.
 //   q4_K: per super-block b, word k (k < 32) of row i's qs at 2048 b +
 //         64 k + 4 i; then word w (w < 3) of its scales and mins at 2048 nb +
 //         192 b + 64 w + 4 i; then d at 2240 nb + 64 b + 2 i and dmin 32
@@ -32,8 +39,8 @@
 // The packed kernels' arithmetic, which the SIMD kernels reproduce bit for
 // bit: per row and token, acc = 0; for each block, isum = the exact integer
 // sum of (q - zero) * x over the block, then acc = fma(float(isum), d_w * d_x,
-// acc); mxfp4's q - zero is kMxfp4Values[code] (twice the E2M1 value) and its
-// d_w = 2^(e - 128) (e8m0_to_float_half: the doubling undone). q4_K per
+// acc) (q5_0's q is its five-bit value, zero 16); mxfp4's q - zero is kMxfp4Values[code] (twice the
+// E2M1 value) and its d_w = 2^(e - 128) (e8m0_to_float_half: the doubling undone). q4_K per
 // super-block: S = sum over its 8 sub-blocks of scale_s * (exact integer dot
 // of the sub-block), M = sum of min_s * (the activations' sum over the
 // sub-block), then acc = fma(float(S), d_w * d_x, acc) and acc =
@@ -232,6 +239,80 @@ void pack_group_q8_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
 
 void pack_group_mxfp4(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   pack_group<4, sizeof(block_mxfp4), 1>(src, src_stride, rows, dst, n, 0u);
+}
+
+constexpr size_t kQ5Qs = 320;  // per block and group: 4 word vectors, 8 masks
+
+void pack_group_q5_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK;
+  uint8_t* scales = dst + nb * kQ5Qs;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = dst + b * kQ5Qs;
+    uint64_t masks[8] = {};
+    for (int i = 0; i < kRows; ++i) {
+      if (i >= rows) {  // zero quants and scale: the row adds nothing
+        for (int k = 0; k < 4; ++k) std::memset(out + 64 * k + 4 * i, 0, 4);
+        std::memset(scales + 32 * b + 2 * i, 0, 2);
+        continue;
+      }
+      const auto* blk = reinterpret_cast<const block_q5_0*>(src + i * src_stride) + b;
+      std::memcpy(scales + 32 * b + 2 * i, &blk->d, 2);
+      for (int k = 0; k < 4; ++k) std::memcpy(out + 64 * k + 4 * i, blk->qs + 4 * k, 4);
+      uint32_t qh;
+      std::memcpy(&qh, blk->qh, 4);
+      for (int m = 0; m < 8; ++m)
+        masks[m] |= static_cast<uint64_t>((qh >> (4 * m)) & 0xF) << (4 * i);
+    }
+    std::memcpy(out + 256, masks, sizeof(masks));
+  }
+}
+
+void unpack_row_q5_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK;
+  const uint8_t* scales = group + nb * kQ5Qs;
+  for (int64_t b = 0; b < nb; ++b) {
+    auto* blk = reinterpret_cast<block_q5_0*>(dst) + b;
+    const uint8_t* in = group + b * kQ5Qs;
+    std::memcpy(&blk->d, scales + 32 * b + 2 * i, 2);
+    for (int k = 0; k < 4; ++k) std::memcpy(blk->qs + 4 * k, in + 64 * k + 4 * i, 4);
+    uint64_t masks[8];
+    std::memcpy(masks, in + 256, sizeof(masks));
+    uint32_t qh = 0;
+    for (int m = 0; m < 8; ++m) qh |= static_cast<uint32_t>((masks[m] >> (4 * i)) & 0xF) << (4 * m);
+    std::memcpy(blk->qh, &qh, 4);
+  }
+}
+
+void packed_q5_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride) {
+  const int64_t nb = n / kQK;
+  const size_t group_bytes = static_cast<size_t>(nb) * (kQ5Qs + 32);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* gw = w + g * group_bytes;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride);
+      for (int i = 0; i < kRows; ++i) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* in = gw + b * kQ5Qs;
+          uint64_t masks[8];
+          std::memcpy(masks, in + 256, sizeof(masks));
+          int32_t isum = 0;
+          for (int k = 0; k < 4; ++k)
+            for (int j = 0; j < 4; ++j) {
+              const uint8_t q = in[64 * k + 4 * i + j];
+              const int lo = (q & 0x0F) | static_cast<int>((masks[k] >> (4 * i + j)) & 1) << 4;
+              const int hi = (q >> 4) | static_cast<int>((masks[4 + k] >> (4 * i + j)) & 1) << 4;
+              isum += (lo - 16) * xb[b].qs[4 * k + j] + (hi - 16) * xb[b].qs[16 + 4 * k + j];
+            }
+          uint16_t d;
+          std::memcpy(&d, gw + nb * kQ5Qs + 32 * b + 2 * i, 2);
+          acc = std::fma(static_cast<float>(isum), half_to_float(d) * half_to_float(xb[b].d), acc);
+        }
+        y[t * y_stride + g * kRows + i] = acc;
+      }
+    }
+  }
 }
 
 namespace {

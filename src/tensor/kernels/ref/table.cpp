@@ -63,6 +63,9 @@ struct Tables {
     traits[slot(DType::MXFP4)].pack_group = ref::pack_group_mxfp4;
     traits[slot(DType::MXFP4)].unpack_row = ref::unpack_row_mxfp4;
     traits[slot(DType::MXFP4)].packed_ref = ref::packed_mxfp4;
+    traits[slot(DType::Q5_0)].pack_group = ref::pack_group_q5_0;
+    traits[slot(DType::Q5_0)].unpack_row = ref::unpack_row_q5_0;
+    traits[slot(DType::Q5_0)].packed_ref = ref::packed_q5_0;
     traits[slot(DType::Q4_K)].pack_group = ref::pack_group_q4_K;
     traits[slot(DType::Q4_K)].unpack_row = ref::unpack_row_q4_K;
     traits[slot(DType::Q4_K)].packed_ref = ref::packed_q4_K;

@@ -4,8 +4,9 @@
 // Lane i of every vector is row i of the group. Per block, each 64-byte word
 // vector meets one broadcast 4-byte word of the token's activations in one
 // vpdpbusd, so a block of 16 rows x 32 elements is 8 vpdpbusd per token (the
-// weights are the unsigned operand: q4_0 nibbles as they are, q8_0 stored as
-// q + 128, mxfp4 codes looked up (vpermb) as twice their E2M1 value + 12),
+// weights are the unsigned operand: q4_0 nibbles as they are, q5_0 with
+// its fifth bit added from a mask, q8_0 stored as q + 128, mxfp4 codes
+// looked up (vpermb) as twice their E2M1 value + 12),
 // and the lane's integer sum starts at -zero * sum(x) to undo the offset.
 // Two chains of four keep the dependency short; integer sums are exact in
 // any order. Then one conversion and one fma per block and token, and no
@@ -83,16 +84,18 @@ inline __m512i dot8(__m512i start, const __m512i (&w)[8], const int8_t* x) {
   return _mm512_add_epi32(s0, s1);
 }
 
-// q4_0 and mxfp4: 4 word vectors per block, each giving low nibbles
-// (elements 4k..4k+3) and high nibbles (16 + 4k..); q8_0: 8 word vectors,
-// elements 4k..4k+3.
+// q4_0, q5_0 and mxfp4: 4 word vectors per block, each giving low nibbles
+// (elements 4k..4k+3) and high nibbles (16 + 4k..); q5_0's fifth bits are
+// 8 masks after them, added as 16 to the bytes they mark (one kmov and one
+// masked add per word vector); q8_0: 8 word vectors, elements 4k..4k+3.
 template <DType kType>
 struct Packed {
-  static constexpr bool kQ4 = kType == DType::Q4_0, kMx = kType == DType::MXFP4;
+  static constexpr bool kQ4 = kType == DType::Q4_0, kQ5 = kType == DType::Q5_0,
+                        kMx = kType == DType::MXFP4;
   static constexpr int kVecs = kType == DType::Q8_0 ? 8 : 4;
-  static constexpr size_t kQsBytes = 64 * kVecs;        // per block
-  static constexpr size_t kScaleBytes = kMx ? 16 : 32;  // per block: 16 rows' e or d
-  static constexpr int32_t kZero = kQ4 ? 8 : kMx ? 12 : 128;
+  static constexpr size_t kQsBytes = 64 * kVecs + (kQ5 ? 64 : 0);  // per block
+  static constexpr size_t kScaleBytes = kMx ? 16 : 32;             // per block: 16 rows' e or d
+  static constexpr int32_t kZero = kQ4 ? 8 : kQ5 ? 16 : kMx ? 12 : 128;
 
   // The 16 rows' weight scales of block b: fp16 d, or 2^(e - 128) exactly
   // (e8m0_to_float_half; subnormal at e < 2, which vscalefps gives exactly).
@@ -123,10 +126,10 @@ struct Packed {
       const uint8_t* q = g + b * kQsBytes;
       // Every line of the block and of its scales (as far ahead in the
       // group's run): a decode step streams weights from DRAM once.
-      for (int k = 0; k < kVecs; ++k) prefetch_line(q + 64 * k);
-      // q4_0's block has 8 quant bytes per scale byte, mxfp4's 16 (q8_0
-      // takes q4_0's distance).
-      constexpr int kRatio = kMx ? 16 : 8;
+      for (size_t k = 0; k < kQsBytes / 64; ++k) prefetch_line(q + 64 * k);
+      // q4_0's block has 8 quant bytes per scale byte, q5_0's 10, mxfp4's
+      // 16 (q8_0 takes q4_0's distance).
+      constexpr int kRatio = kMx ? 16 : kQ5 ? 10 : 8;
       if ((b & static_cast<int64_t>(64 / kScaleBytes - 1)) == 0) {
         _mm_prefetch(
             reinterpret_cast<const char*>(scales) + kScaleBytes * b + kPrefetchBytes / kRatio,
@@ -141,6 +144,19 @@ struct Packed {
           const __m512i v = _mm512_loadu_si512(q + 64 * k);
           w[k] = _mm512_permutexvar_epi8(v, table);
           w[4 + k] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+        }
+      } else if constexpr (kQ5) {
+        const __m512i c16 = _mm512_set1_epi8(16);
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = _mm512_loadu_si512(q + 64 * k);
+          const __m512i lo = _mm512_and_si512(v, m4),
+                        hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          w[k] = _mm512_mask_add_epi8(
+              lo, _load_mask64(reinterpret_cast<__mmask64*>(const_cast<uint8_t*>(q + 256 + 8 * k))),
+              lo, c16);
+          w[4 + k] = _mm512_mask_add_epi8(
+              hi, _load_mask64(reinterpret_cast<__mmask64*>(const_cast<uint8_t*>(q + 288 + 8 * k))),
+              hi, c16);
         }
       } else if constexpr (kQ4) {
         // The high nibbles stay in place, as 16 x their value: one and
@@ -322,7 +338,6 @@ struct PackedQ4K {
     const __m512i v = _mm512_loadu_si512(q + 64 * (8 * (s / 2) + k));
     return _mm512_and_si512(s % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0F));
   }
-
   static void unpack(const uint8_t* g, int64_t nb, int64_t b, Unpacked& u) {
     const uint8_t* q = g + b * kQs;
     for (int s = 0; s < 8; ++s)
@@ -541,6 +556,36 @@ void pack_group_q(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst,
   }
 }
 
+// q5_0: the quants in one transpose (the block's bytes 6..21), the 16 d
+// copied, and each of the 8 masks from the 16 rows' qh words: nibble m of
+// every row, narrowed to bytes and paired into one 64-bit word.
+void pack_group_q5_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  if (rows < kPackRows) return type_traits(DType::Q5_0).pack_group(src, src_stride, rows, dst, n);
+  constexpr size_t kQs = Packed<DType::Q5_0>::kQsBytes;
+  const int64_t nb = n / kQK;
+  uint8_t* scales = dst + nb * kQs;
+  const __m512i m4 = _mm512_set1_epi32(0xF);
+  const __m128i pair = _mm_set1_epi16(0x1001);  // byte 2p + 16 x byte 2p + 1
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = src + b * sizeof(block_q5_0);
+    __m512i w[4];
+    transpose_words(blk + 6, src_stride, w);
+    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(dst + b * kQs + 64 * k, w[k]);
+    alignas(64) uint32_t qh[kPackRows];
+    for (int i = 0; i < kPackRows; ++i) {
+      std::memcpy(&qh[i], blk + i * src_stride + 2, 4);
+      std::memcpy(scales + 32 * b + 2 * i, blk + i * src_stride, 2);
+    }
+    const __m512i q = _mm512_load_si512(qh);
+    for (int m = 0; m < 8; ++m) {
+      const __m128i nib = _mm512_cvtepi32_epi8(_mm512_and_si512(_mm512_srli_epi32(q, 4 * m), m4));
+      const __m128i packed = _mm_packus_epi16(_mm_maddubs_epi16(nib, pair), _mm_setzero_si128());
+      const uint64_t mask = static_cast<uint64_t>(_mm_cvtsi128_si64(packed));
+      std::memcpy(dst + b * kQs + 256 + 8 * m, &mask, 8);
+    }
+  }
+}
+
 // q4_K: one transpose of a block's first 16 bytes gives d | dmin << 16 and
 // the three scale words (rearranged into the packed scale layout); eight
 // more give the 32 quant words.
@@ -705,6 +750,8 @@ void add_avx512_packed_kernels(KernelTable& t) {
   t.packed[slot(DType::Q8_0)] = Packed<DType::Q8_0>::run;
   t.packed[slot(DType::MXFP4)] = Packed<DType::MXFP4>::run;
   t.packed[slot(DType::Q4_K)] = PackedQ4K::run;
+  t.packed[slot(DType::Q5_0)] = Packed<DType::Q5_0>::run;
+  t.pack_group[slot(DType::Q5_0)] = pack_group_q5_0;
   t.pack_group[slot(DType::Q4_0)] = pack_group_q<DType::Q4_0, 4, sizeof(block_q4_0), 2>;
   t.pack_group[slot(DType::Q8_0)] = pack_group_q<DType::Q8_0, 8, sizeof(block_q8_0), 2>;
   t.pack_group[slot(DType::MXFP4)] = pack_group_q<DType::MXFP4, 4, sizeof(block_mxfp4), 1>;

@@ -44,6 +44,18 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+double stolen_cpu_seconds() {
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return 0;
+  // cpu user nice system idle iowait irq softirq steal ...
+  unsigned long long v[8] = {};
+  const int got = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                              &v[3], &v[4], &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  const long hz = sysconf(_SC_CLK_TCK);
+  return got == 8 && hz > 0 ? static_cast<double>(v[7]) / static_cast<double>(hz) : 0.0;
+}
+
 void drop_file_cache(int fd, uint64_t offset, uint64_t length) {
   constexpr uint64_t kFolio = 2u << 20;
   const uint64_t a = offset / kFolio * kFolio, b = (offset + length + kFolio - 1) / kFolio * kFolio;

@@ -14,6 +14,11 @@ uint64_t current_rss_bytes();
 double now_seconds();
 // CPU seconds the calling thread has used.
 double thread_cpu_seconds();
+// CPU seconds the hypervisor has taken from this machine's CPUs, all of them
+// together (the steal column of /proc/stat's cpu line); 0 where unknown. A
+// benchmark repeat that lost a share of its threads' time to it ran on less
+// machine than it thinks.
+double stolen_cpu_seconds();
 // Drops [offset, offset + length) of fd's file from the page cache
 // (POSIX_FADV_DONTNEED), widened to 2 MiB boundaries: the kernel keeps a
 // cached folio (up to 2 MiB) that the range covers only in part, so an exact

@@ -89,6 +89,7 @@ void ThreadPool::trace_end(double begin, bool alone) {
     j.end = end;
     j.what = next_what_;
     j.bytes = next_bytes_;
+    j.macs = next_macs_;
     for (int i = 0; i < JobTrace::kMaxThreads; ++i) j.thread_end[i] = thread_end_[i];
     if (alone) j.thread_end[0] = end;
   } else {
@@ -96,6 +97,7 @@ void ThreadPool::trace_end(double begin, bool alone) {
   }
   next_what_ = nullptr;
   next_bytes_ = 0;
+  next_macs_ = 0;
 }
 
 void ThreadPool::run(int64_t n, int64_t grain, Thunk thunk, void* ctx) {

@@ -42,6 +42,7 @@ struct JobTrace {
     double begin = 0, end = 0;
     const char* what = nullptr;
     uint64_t bytes = 0;
+    uint64_t macs = 0;  // multiply-accumulates, where the caller counted them
     double thread_end[kMaxThreads] = {};
   };
   std::vector<Job> jobs;  // resized by the caller: the capacity
@@ -66,12 +67,14 @@ class ThreadPool {
   void prefetch_next(const void* p, size_t bytes);
   static constexpr size_t kPrefetchBytes = 256u << 10;
 
-  // Records every job from now on into *t (null: stop). The next job's name
-  // and the bytes it reads, for its record; both reset after each job.
+  // Records every job from now on into *t (null: stop). The next job's name,
+  // the bytes it reads and its multiply-accumulates, for its record; all
+  // reset after each job.
   void set_trace(JobTrace* t) { trace_ = t; }
   JobTrace* trace() const { return trace_; }
   void name_next(const char* what) { next_what_ = what; }
   void note_next_bytes(uint64_t bytes) { next_bytes_ = bytes; }
+  void note_next_macs(uint64_t macs) { next_macs_ = macs; }
 
   // fn(begin, end, thread_index) for chunks of [0, n); one thread may run
   // several chunks, one after the other. Chunks are multiples of `grain`
@@ -145,6 +148,7 @@ class ThreadPool {
   JobTrace* trace_ = nullptr;
   const char* next_what_ = nullptr;
   uint64_t next_bytes_ = 0;
+  uint64_t next_macs_ = 0;
   double thread_end_[JobTrace::kMaxThreads] = {};
 };
 

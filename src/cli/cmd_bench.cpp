@@ -54,19 +54,61 @@ int32_t argmax(const float* x, int n) {
   return static_cast<int32_t>(std::max_element(x, x + n) - x);
 }
 
-// --profile: n decode steps after the prompt with every parallel job timed,
-// summed by job, then the same jobs replayed with loads only.
+// The prompt's jobs by kind: how long each takes and how fast its weight
+// products multiply-accumulate, against the int8 peak.
+void print_prompt_profile(const DecodeProfile& p, size_t n_jobs, size_t n_prompt,
+                          double int8_peak) {
+  double macs = 0;
+  for (const JobKind& k : p.kinds) macs += k.macs;
+  std::printf(
+      "\nprofile of the %zu-token prompt: %.3f ms, %zu jobs, %.3f ms in jobs, %.3f ms between them "
+      "(the "
+      "calling thread alone, %.1f%%); products %.1f GMAC/s over the prompt, %.1f%% of the int8 "
+      "peak "
+      "(%.1f GMAC/s)\n",
+      n_prompt, p.step_s * 1e3, n_jobs, p.in_jobs_s * 1e3, p.gaps_s * 1e3,
+      100.0 * p.gaps_s / p.step_s, macs / p.step_s / 1e9, 100.0 * macs / p.step_s / int8_peak,
+      int8_peak / 1e9);
+  std::printf(
+      "| job | jobs | ms each | GMAC each | GMAC/s | of the peak | of the prompt | idle at end | "
+      "gap "
+      "before, us |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const JobKind& k : p.kinds) {
+    const double rate = k.seconds > 0 ? k.macs / k.seconds : 0.0;
+    std::printf("| %s | %.0f | %.3f | %.3f | %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f |\n",
+                k.what.c_str(), k.jobs, 1e3 * k.seconds / k.jobs, k.macs / k.jobs / 1e9, rate / 1e9,
+                100.0 * rate / int8_peak, 100.0 * k.seconds / p.step_s,
+                k.seconds > 0 ? 100.0 * k.idle_s / k.seconds : 0.0, 1e6 * k.gap_before_s / k.jobs);
+  }
+}
+
+// --profile: the prompt, then n decode steps after it, with every parallel
+// job timed and summed by job; then the decode steps' jobs replayed with
+// loads only.
 void print_profile(Engine& e, const std::vector<int32_t>& prompt, int n, int threads,
-                   double probe_b_s) {
+                   double probe_b_s, double int8_peak) {
   const ModelConfig& c = e.config();
   JobTrace trace;
-  trace.jobs.resize(static_cast<size_t>(n) * (12 * c.n_layer + 32));
+  // A prompt step runs the experts in chunks: up to two jobs per expert.
+  const size_t prompt_jobs = static_cast<size_t>(c.n_layer) * (2 * c.n_expert + 16) + 32;
+  const size_t batch = static_cast<size_t>(std::max(1, e.options().n_batch));
+  trace.jobs.resize(std::max(static_cast<size_t>(n) * (12 * c.n_layer + 32),
+                             prompt_jobs * ((prompt.size() + batch - 1) / batch)));
+  e.transformer().set_job_trace(&trace);
+  double t0 = now_seconds();
   const float* logits = e.eval_prompt(prompt, 0, 0);
+  const double prompt_wall = now_seconds() - t0;
+  e.transformer().set_job_trace(nullptr);
+  CLB_CHECK(trace.dropped == 0, "profile: %zu jobs of the prompt past the trace's room",
+            trace.dropped);
+  print_prompt_profile(summarize_trace(trace, 1, prompt_wall, threads), trace.n, prompt.size(),
+                       int8_peak);
+  trace.n = 0;
   int32_t tok = argmax(logits, c.n_vocab);
   const int pos0 = static_cast<int>(prompt.size());
   std::vector<size_t> ends;
   e.transformer().set_job_trace(&trace);
-  const double t0 = now_seconds();
+  t0 = now_seconds();
   for (int i = 0; i < n; ++i) {
     logits = e.eval_token(tok, 0, pos0 + i);
     tok = argmax(logits, c.n_vocab);
@@ -163,8 +205,9 @@ int bench(BenchArgs& a) {
 
   // One round: prefill, then greedy generation of n tokens. The first round is
   // a warm-up (page cache, first touches) and is not reported.
-  std::vector<double> pp, tg, roof, pct;
+  std::vector<double> pp, tg, roof, pct, stolen;
   for (int r = 0; r <= a.repeats; ++r) {
+    const double s0 = stolen_cpu_seconds();
     double t0 = now_seconds();
     const float* logits = e.eval_prompt(prompt, 0, 0);
     double t1 = now_seconds();
@@ -174,6 +217,9 @@ int bench(BenchArgs& a) {
     for (int i = 0; i < a.n_gen; ++i)
       logits = e.eval_token(tok, 0, a.n_prompt + i), tok = argmax(logits, c.n_vocab);
     double t2 = now_seconds();
+    // The share of the machine's CPU time the host took during the repeat.
+    const double steal = (stolen_cpu_seconds() - s0) /
+                         ((t2 - t0) * std::max(1u, std::thread::hardware_concurrency()));
     const double b1 = around && r > 0 ? around->median(around_streams, 3) : probe;
     const char* what = r == 0 ? "warm-up" : "repeat";
     std::fprintf(stderr, "%s %d: pp%d %.2f tok/s, tg%d %.2f tok/s", what, r, a.n_prompt,
@@ -186,8 +232,11 @@ int bench(BenchArgs& a) {
     tg.push_back(a.n_gen / (t2 - t1g));
     roof.push_back(0.5 * (b0 + b1));
     pct.push_back(100.0 * per_tok * tg.back() / roof.back());
-    std::fprintf(stderr, ", read bandwidth around it %.2f / %.2f GB/s: %.1f%%\n", b0 / 1e9,
-                 b1 / 1e9, pct.back());
+    stolen.push_back(100.0 * steal);
+    std::fprintf(
+        stderr,
+        ", read bandwidth around it %.2f / %.2f GB/s: %.1f%%, %.1f%% of the CPU time stolen\n",
+        b0 / 1e9, b1 / 1e9, pct.back(), stolen.back());
   }
   const Spread sp = spread(pp), sg = spread(tg), sr = spread(roof), spct = spread(pct);
   const double achieved = per_tok * sg.median;
@@ -218,6 +267,7 @@ int bench(BenchArgs& a) {
   j["int8_peak_gmac_s"] = int8_peak / 1e9;
   j["prompt_macs_per_token"] = macs_per_tok;
   j["prompt_pct_of_int8_peak"] = 100.0 * sp.median * macs_per_tok / int8_peak;
+  j["cpu_stolen_pct"] = stolen;
   j["pct_of_roofline"] = 100.0 * achieved / probe;
   j["around"] = {{"streams", around_streams},
                  {"roofline_gb_s",
@@ -275,11 +325,14 @@ int bench(BenchArgs& a) {
       macs_per_tok / 1e9, sp.median * macs_per_tok / 1e9,
       100.0 * sp.median * macs_per_tok / int8_peak, isa_name(active_isa()), threads,
       int8_peak / 1e9);
+  const Spread ss = spread(stolen);
+  std::printf("CPU time stolen by the host during the repeats: %.1f%% median, %.1f-%.1f%%\n",
+              ss.median, ss.min, ss.max);
   std::printf("expert store %s: %llu requests, hit rate %.1f%%, %.1f MiB read, io wait %.3f s\n",
               e.store().name(), static_cast<unsigned long long>(st.store.requests),
               st.store.requests ? 100.0 * double(st.store.hits) / double(st.store.requests) : 100.0,
               static_cast<double>(st.store.bytes_read) / (1 << 20), st.store.io_wait_s);
-  if (a.profile_tokens > 0) print_profile(e, prompt, a.profile_tokens, threads, probe);
+  if (a.profile_tokens > 0) print_profile(e, prompt, a.profile_tokens, threads, probe, int8_peak);
   return 0;
 }
 
@@ -302,8 +355,8 @@ Runner add_bench(CLI::App& app) {
                 "size of the bandwidth probe's buffer (well above the L3 cache)")
       ->capture_default_str();
   c->add_option("--profile", a->profile_tokens,
-                "after the table, time every parallel job of this many decode steps, and replay "
-                "them with loads only");
+                "after the table, time every parallel job of the prompt (GMAC/s against the int8 "
+                "peak) and of this many decode steps (GB/s, and replayed with loads only)");
   c->add_flag("!--no-probe-around", a->probe_around,
               "do not read the probe again around each repeat (it holds 1 GiB more while the model "
               "is loaded)");

@@ -103,13 +103,16 @@ BandwidthProbe::~BandwidthProbe() {
 double probe_int8_peak(int n_threads, int passes) {
   CLB_CHECK(n_threads >= 1 && passes >= 1, "int8 peak: needs a thread and a pass");
   ThreadPool pool(n_threads);
-  constexpr int64_t kRounds = 20'000'000;
-  std::vector<int32_t> sinks(n_threads);
+  // In many small chunks, claimed as threads come: with one chunk a thread,
+  // a worker still waking up leaves both to the calling thread, which then
+  // reports one thread's peak as the pool's.
+  constexpr int64_t kChunks = 64, kRounds = 20'000'000 / kChunks;
+  std::vector<int32_t> sinks(n_threads * kChunks);
   std::vector<double> r;
   for (int p = 0; p < passes; ++p) {
-    std::vector<uint64_t> macs(n_threads);
+    std::vector<uint64_t> macs(n_threads * kChunks);
     const double t0 = now_seconds();
-    pool.parallel_for(n_threads, 1, [&](int64_t b, int64_t e, int) {
+    pool.parallel_for(n_threads * kChunks, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) macs[t] = int8_peak(kRounds, &sinks[t]);
     });
     const double dt = now_seconds() - t0;

@@ -76,6 +76,7 @@ double probe_read_bandwidth(int n_threads, size_t bytes, int passes = 7);
 struct JobKind {
   std::string what;
   double jobs = 0, seconds = 0, bytes = 0;
+  double macs = 0;             // multiply-accumulates of the weight products
   double idle_s = 0;           // a thread out of chunks before the job's end
   double gap_before_s = 0;     // the calling thread alone before these jobs
   double loads_only_gb_s = 0;  // the replay's rate on the same job sizes

@@ -47,6 +47,7 @@ DecodeProfile summarize_trace(const JobTrace& trace, int n_tokens, double wall_s
     k.jobs += 1;
     k.seconds += dur;
     k.bytes += static_cast<double>(j.bytes);
+    k.macs += static_cast<double>(j.macs);
     // The first thread to run out of chunks idles until the job ends.
     double first_done = j.end;
     for (int t = 0; t < std::min(n_threads, JobTrace::kMaxThreads); ++t)

@@ -39,12 +39,15 @@ inline void run_products(ThreadPool& pool, Precision p, std::span<const LinearOu
                   size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
   int64_t n_rows = 0;
   size_t bytes = 0, weight_bytes = 0;
+  uint64_t macs = 0;
   for (const LinearOut& o : outs) {
     n_rows += o.w->ne[1];
+    macs += static_cast<uint64_t>(o.w->ne[1]) * static_cast<uint64_t>(o.w->ne[0]) * (o.n ? o.n : n);
     weight_bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride();
     bytes += static_cast<size_t>(o.w->ne[1]) * o.w->row_stride() * (o.n ? o.n : n);
   }
   pool.note_next_bytes(weight_bytes);
+  pool.note_next_macs(macs);
   // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
   // a product under ~64 KiB of weights is not worth waking another thread for.
   const int64_t grain = bytes < (64u << 10) ? n_rows : 16;

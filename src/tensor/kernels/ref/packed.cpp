@@ -283,38 +283,6 @@ void unpack_row_q5_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
   }
 }
 
-void packed_q5_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
-                 int64_t n, float* y, size_t y_stride) {
-  const int64_t nb = n / kQK;
-  const size_t group_bytes = static_cast<size_t>(nb) * (kQ5Qs + 32);
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* gw = w + g * group_bytes;
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto* xb = reinterpret_cast<const block_q8_0*>(x + t * x_stride);
-      for (int i = 0; i < kRows; ++i) {
-        float acc = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* in = gw + b * kQ5Qs;
-          uint64_t masks[8];
-          std::memcpy(masks, in + 256, sizeof(masks));
-          int32_t isum = 0;
-          for (int k = 0; k < 4; ++k)
-            for (int j = 0; j < 4; ++j) {
-              const uint8_t q = in[64 * k + 4 * i + j];
-              const int lo = (q & 0x0F) | static_cast<int>((masks[k] >> (4 * i + j)) & 1) << 4;
-              const int hi = (q >> 4) | static_cast<int>((masks[4 + k] >> (4 * i + j)) & 1) << 4;
-              isum += (lo - 16) * xb[b].qs[4 * k + j] + (hi - 16) * xb[b].qs[16 + 4 * k + j];
-            }
-          uint16_t d;
-          std::memcpy(&d, gw + nb * kQ5Qs + 32 * b + 2 * i, 2);
-          acc = std::fma(static_cast<float>(isum), half_to_float(d) * half_to_float(xb[b].d), acc);
-        }
-        y[t * y_stride + g * kRows + i] = acc;
-      }
-    }
-  }
-}
-
 namespace {
 
 // The scalar kernel over packed groups of a 32-element block type with
@@ -374,6 +342,30 @@ void packed_q4_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
       w, n_groups, x, x_stride, nt, n, y, y_stride,
       [](const uint8_t* words, int i, const int8_t* xq) {
         return nibble_isum(words, i, xq, [](int c) { return c - 8; });
+      },
+      fp16_scale);
+}
+
+void packed_q5_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride) {
+  // Five 64-byte vectors a block: q4_0's four of nibbles, then the fifth
+  // bits as eight 64-bit masks (bit 4i + j of mask m: row i's word j of
+  // vector m, low nibbles m < 4, high nibbles m - 4).
+  static_assert(kQ5Qs == 64 * 5);
+  packed_blocks<5, 2>(
+      w, n_groups, x, x_stride, nt, n, y, y_stride,
+      [](const uint8_t* words, int i, const int8_t* xq) {
+        uint64_t masks[8];
+        std::memcpy(masks, words + 256, sizeof(masks));
+        int32_t isum = 0;
+        for (int k = 0; k < 4; ++k)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t q = words[64 * k + 4 * i + j];
+            const int lo = (q & 0x0F) | static_cast<int>((masks[k] >> (4 * i + j)) & 1) << 4;
+            const int hi = (q >> 4) | static_cast<int>((masks[4 + k] >> (4 * i + j)) & 1) << 4;
+            isum += (lo - 16) * xq[4 * k + j] + (hi - 16) * xq[16 + 4 * k + j];
+          }
+        return isum;
       },
       fp16_scale);
 }

@@ -62,17 +62,14 @@ void print_prompt_profile(const DecodeProfile& p, size_t n_jobs, size_t n_prompt
   for (const JobKind& k : p.kinds) macs += k.macs;
   std::printf(
       "\nprofile of the %zu-token prompt: %.3f ms, %zu jobs, %.3f ms in jobs, %.3f ms between them "
-      "(the "
-      "calling thread alone, %.1f%%); products %.1f GMAC/s over the prompt, %.1f%% of the int8 "
-      "peak "
-      "(%.1f GMAC/s)\n",
+      "(the calling thread alone, %.1f%%); products %.1f GMAC/s over the prompt, %.1f%% of the "
+      "int8 peak (%.1f GMAC/s)\n",
       n_prompt, p.step_s * 1e3, n_jobs, p.in_jobs_s * 1e3, p.gaps_s * 1e3,
       100.0 * p.gaps_s / p.step_s, macs / p.step_s / 1e9, 100.0 * macs / p.step_s / int8_peak,
       int8_peak / 1e9);
   std::printf(
       "| job | jobs | ms each | GMAC each | GMAC/s | of the peak | of the prompt | idle at end | "
-      "gap "
-      "before, us |\n|---|---|---|---|---|---|---|---|---|\n");
+      "gap before, us |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const JobKind& k : p.kinds) {
     const double rate = k.seconds > 0 ? k.macs / k.seconds : 0.0;
     std::printf("| %s | %.0f | %.3f | %.3f | %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f |\n",

@@ -67,24 +67,32 @@ GenerateResult generate(Engine& engine, std::string_view prompt, const GenerateO
           }
     if (ready < emitted) ready = emitted;
 
-    // Decode the token unless this was the last one.
+    // Decode the token unless this was the last one. Its text goes out
+    // first, so a reader sees each token as soon as it is sampled, not one
+    // decode step later; only a routing trace, which is this token's own
+    // routing, waits for the decode that makes it.
     const bool last = stopped || (o.n_predict >= 0 && i + 1 >= o.n_predict);
-    if (!last) {
+    bool decoded = false;
+    const auto decode = [&] {
+      if (last) return;
       if (pos >= engine.n_ctx()) {
         r.finish = FinishReason::kContext;
         stopped = true;
       } else {
         logits = engine.eval_token(id, 0, pos, o.trace_routing ? &trace : nullptr);
         ++pos;
+        decoded = true;
       }
-    }
+    };
+    if (o.trace_routing) decode();
     GenerateStep step{id, std::string_view(r.text).substr(emitted, ready - emitted),
-                      o.trace_routing && !last ? &trace : nullptr};
+                      decoded ? &trace : nullptr};
     emitted = ready;
     if (on_step && !on_step(step)) {
       r.finish = FinishReason::kCancelled;
       break;
     }
+    if (!o.trace_routing) decode();
     if (stopped) {
       if (r.finish != FinishReason::kContext) r.finish = FinishReason::kStop;
       break;

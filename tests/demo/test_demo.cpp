@@ -135,5 +135,45 @@ TEST_F(DemoReference, GreedyTextIsTheReferences) {
   }
 }
 
+// A streamed token reaches the callback as soon as it is sampled, before the
+// decode step that feeds it back (that step is a whole forward pass: on a
+// streamed model, a disk read); only a routing trace, the token's own, waits
+// for it. Counted by the tokens the first layer has routed.
+TEST_F(DemoReference, StreamedTokensComeBeforeTheirDecode) {
+  Engine& e = *engine_;
+  const ModelConfig& cfg = e.config();
+  ASSERT_GT(cfg.n_expert_used, 0);
+  const auto forwarded = [&] {
+    uint64_t n = 0;
+    for (int x = 0; x < cfg.n_expert; ++x) n += e.transformer().expert_usage()[x];  // layer 0
+    return n / static_cast<uint64_t>(cfg.n_expert_used);
+  };
+  for (const bool trace : {false, true}) {
+    const uint64_t before = forwarded();
+    GenerateOptions g;
+    g.sampling.temperature = 0;
+    g.n_predict = 5;
+    g.stop_at_eog = false;
+    g.trace_routing = trace;
+    std::vector<uint64_t> seen;  // tokens forwarded when each step arrived
+    std::vector<bool> traced;
+    GenerateResult r = generate(e, "The history of the", g, [&](const GenerateStep& s) {
+      if (s.token < 0) return true;
+      seen.push_back(forwarded() - before);
+      traced.push_back(s.routing != nullptr);
+      return true;
+    });
+    ASSERT_EQ(static_cast<int>(seen.size()), g.n_predict);
+    for (int i = 0; i < g.n_predict; ++i) {
+      const bool decoded_first = trace && i + 1 < g.n_predict;
+      EXPECT_EQ(seen[i], r.prompt_tokens.size() + i + (decoded_first ? 1 : 0))
+          << "step " << i << (trace ? " (routing traced)" : "");
+      EXPECT_EQ(traced[i], decoded_first) << "step " << i;
+    }
+    // After the last token nothing more is decoded.
+    EXPECT_EQ(forwarded() - before, r.prompt_tokens.size() + g.n_predict - 1);
+  }
+}
+
 }  // namespace
 }  // namespace colibri

@@ -68,11 +68,36 @@ inline void run_products(ThreadPool& pool, Precision p, std::span<const LinearOu
   });
 }
 
+// fn(row) for rows [0, n): a prompt's rows as one parallel job (`what` in a
+// trace), a decode step's single row on the calling thread. For the per-row
+// work between two products (quantizing their inputs, activations), which
+// would otherwise leave the other threads idle for a prompt's hundreds of
+// rows; each row's result does not depend on the split.
+template <typename Fn>
+inline void for_rows(ThreadPool& pool, const char* what, int64_t n, Fn&& fn) {
+  if (n <= 1) {
+    if (n == 1) fn(int64_t{0});
+    return;
+  }
+  pool.name_next(what);
+  pool.parallel_for(n, 4, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) fn(r);
+  });
+}
+
+// Rows x[t] (t < n) quantized as the activations of weight type `type` into
+// xq (xq_row_bytes apart).
+inline void quantize_rows(ThreadPool& pool, DType type, Precision p, const float* x,
+                          size_t x_stride, int n, int64_t n_in, uint8_t* xq, size_t xq_row_bytes) {
+  for_rows(pool, "quantize", n, [&](int64_t t) {
+    quantize_activation(type, p, x + t * x_stride, xq + t * xq_row_bytes, n_in);
+  });
+}
+
 inline void linear_shared(ThreadPool& pool, Precision p, std::span<const LinearOut> outs, const float* x, size_t x_stride,
                    int n, uint8_t* xq, size_t xq_row_bytes, float* row_scratch, size_t scratch_stride) {
   const TensorView& w0 = *outs[0].w;
-  const int64_t n_in = w0.ne[0];
-  for (int t = 0; t < n; ++t) quantize_activation(w0.type, p, x + t * x_stride, xq + t * xq_row_bytes, n_in);
+  quantize_rows(pool, w0.type, p, x, x_stride, n, w0.ne[0], xq, xq_row_bytes);
   run_products(pool, p, outs, n, xq, xq_row_bytes, row_scratch, scratch_stride);
 }
 

@@ -59,6 +59,7 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   rope_sin_.resize(B * cfg.n_rot / 2);
   group_tok_.resize(B * k);
   group_rank_.resize(B * k);
+  group_expert_.resize(B * k);
   group_count_.resize(std::max(cfg.n_expert, 1));
   distinct_.resize(std::max(cfg.n_expert, 1));
   gx_.resize(std::max<size_t>(B, k) * cfg.n_embd);
@@ -262,7 +263,10 @@ void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const 
   prefetch_next(&down);
   pool_.name_next("ffn gate+up");
   linear_many(gate_up, x, E, n);
-  silu_mul(gate_.data(), up_.data(), gate_.data(), static_cast<int64_t>(n) * F);
+  for_rows(pool_, "ffn activation", n, [&](int64_t t) {
+    const size_t at = static_cast<size_t>(t) * F;
+    silu_mul(gate_.data() + at, up_.data() + at, gate_.data() + at, F);
+  });
   prefetch_next(next);
   pool_.name_next("ffn down");
   linear(down, gate_.data(), F, n, out, E);
@@ -320,6 +324,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
         if (sel_[t * K + r] == experts[j]) {
           group_tok_[rows] = t;
           group_rank_[rows] = r;
+          group_expert_[rows] = j;
           ++rows;
         }
     m[j] = rows - first[j];
@@ -378,15 +383,17 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     pool_.name_next("experts gate+up");
     run_products(pool_, precision_, std::span<const LinearOut>(outs, 2 * count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
-    for (int j = 0; j < count; ++j) expert_activation(l, experts[j], first[j], m[j], F);
-    // 2. Every down, each on its own rows: one job.
-    for (int j = 0; j < count; ++j) {
-      uint8_t* xq = xq_.data() + first[j] * xrb;
-      for (int i = 0; i < m[j]; ++i)
-        quantize_activation(held_[j].down.type, precision_, gate_.data() + static_cast<size_t>(first[j] + i) * F,
-                            xq + i * xrb, F);
-      outs[j] = {&held_[j].down, gx_.data() + static_cast<size_t>(first[j]) * E, static_cast<size_t>(E), xq, m[j]};
-    }
+    // 2. Each row's activation and its down input, row by row (a prompt's
+    // rows as one parallel job), then every down, each on its own rows: one job.
+    for_rows(pool_, "experts activation", rows, [&](int64_t i) {
+      const int j = group_expert_[i];
+      expert_activation(l, experts[j], static_cast<int>(i), 1, F);
+      quantize_activation(held_[j].down.type, precision_, gate_.data() + static_cast<size_t>(i) * F,
+                          xq_.data() + i * xrb, F);
+    });
+    for (int j = 0; j < count; ++j)
+      outs[j] = {&held_[j].down, gx_.data() + static_cast<size_t>(first[j]) * E,
+                 static_cast<size_t>(E), xq_.data() + first[j] * xrb, m[j]};
     prefetch_next(next);
     pool_.name_next("experts down");
     run_products(pool_, precision_, std::span<const LinearOut>(outs, count), 1, xq_.data(), xrb,
@@ -437,6 +444,12 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   // the type of the layer's expert stacks.
   std::fill(hq_done_.begin(), hq_done_.begin() + n, 0);
   hq_type_ = activation_type(w_.experts[l].gate_exps.type, precision_);
+  // A prompt's tokens all route somewhere: quantized at once, in parallel.
+  if (n > 1) {
+    quantize_rows(pool_, w_.experts[l].gate_exps.type, precision_, h_.data(), E, n, E, hq_.data(),
+                  xq_row_bytes_);
+    std::fill(hq_done_.begin(), hq_done_.begin() + n, 1);
+  }
 
   // Every expert this layer needs, in flight at once before the first is
   // waited on (a streaming store overlaps their reads).
@@ -472,7 +485,7 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   }
 
   // 3. Weighted sum in rank order.
-  for (int t = 0; t < n; ++t) {
+  for_rows(pool_, "experts sum", n, [&](int64_t t) {
     float* o = out_.data() + t * E;
     std::fill(o, o + E, 0.f);
     for (int j = 0; j < K; ++j) {
@@ -480,7 +493,7 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
       const float* y = moe_.data() + (static_cast<size_t>(t) * K + j) * E;
       for (int i = 0; i < E; ++i) o[i] += wj * y[i];
     }
-  }
+  });
 
   // 4. Shared expert, dense, scaled by its sigmoid gate when the family has one.
   if (L.shexp_gate.data) {

@@ -170,6 +170,7 @@ class Transformer {
   // Tokens grouped by expert in one layer.
   AlignedBuffer<int32_t> group_tok_;   // (max_batch * k)
   AlignedBuffer<int32_t> group_rank_;  // (max_batch * k)
+  AlignedBuffer<int32_t> group_expert_;  // (max_batch * k): a row's index in the chunk's experts
   AlignedBuffer<int32_t> group_count_; // (n_expert)
   AlignedBuffer<int> distinct_;        // (n_expert) experts routed to in this layer
   AlignedBuffer<float> gx_;            // gathered inputs (max_batch, n_embd)

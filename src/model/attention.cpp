@@ -263,11 +263,14 @@ void Transformer::head_products(const TensorView& w, const float* x, size_t x_st
   LinearOut* outs = mla_outs_.data();
   for (int t0 = 0; t0 < n; t0 += kMlaTokenChunk) {
     const int m = std::min(kMlaTokenChunk, n - t0);
+    for_rows(pool_, "quantize", static_cast<int64_t>(H) * m, [&](int64_t r) {
+      const int h = static_cast<int>(r / m), t = static_cast<int>(r % m);
+      quantize_activation(
+          w.type, precision_, x + static_cast<size_t>(t0 + t) * x_stride + h * x_head_stride,
+          mla_xq_.data() + (static_cast<size_t>(h) * kMlaTokenChunk + t) * xrb, n_in);
+    });
     for (int h = 0; h < H; ++h) {
       uint8_t* xq = mla_xq_.data() + static_cast<size_t>(h) * kMlaTokenChunk * xrb;
-      for (int t = 0; t < m; ++t)
-        quantize_activation(w.type, precision_, x + static_cast<size_t>(t0 + t) * x_stride + h * x_head_stride,
-                            xq + t * xrb, n_in);
       heads_[h] = w.slab(h);
       outs[h] = {&heads_[h], y + static_cast<size_t>(t0) * y_stride + h * y_head_stride, y_stride, xq, m};
     }

@@ -80,7 +80,6 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   xq_row_bytes_ = (xq_row_bytes_ + 63) / 64 * 64;
   xq_.resize(std::max<size_t>(B, k) * xq_row_bytes_);
   hq_.resize(B * xq_row_bytes_);
-  hq_done_.assign(B, 0);
   row_scratch_.resize(static_cast<size_t>(pool.n_threads()) * (max_in + 256));
 
   if (cfg.is_mla()) {
@@ -272,23 +271,22 @@ void Transformer::dense_ffn(const TensorView& gate, const TensorView& up, const 
   linear(down, gate_.data(), F, n, out, E);
 }
 
-void Transformer::expert_activation(int l, int e, int r0, int m, int F) {
+void Transformer::expert_activation(int l, int e, int row, int F) {
   const LayerWeights& L = w_.layers[l];
-  float* g = gate_.data() + static_cast<size_t>(r0) * F;
-  float* u = up_.data() + static_cast<size_t>(r0) * F;
+  float* g = gate_.data() + static_cast<size_t>(row) * F;
+  float* u = up_.data() + static_cast<size_t>(row) * F;
   if (L.gate_exps_b.data) {
     const float* bg = reinterpret_cast<const float*>(L.gate_exps_b.data) + static_cast<size_t>(e) * F;
     const float* bu = reinterpret_cast<const float*>(L.up_exps_b.data) + static_cast<size_t>(e) * F;
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < F; ++j) {
-        g[i * F + j] += bg[j];
-        u[i * F + j] += bu[j];
-      }
+    for (int j = 0; j < F; ++j) {
+      g[j] += bg[j];
+      u[j] += bu[j];
+    }
   }
   if (cfg_.arch->expert_activation == ExpertActivation::kSwigluClamped)
-    swiglu_clamped(g, u, g, static_cast<int64_t>(m) * F);
+    swiglu_clamped(g, u, g, F);
   else
-    silu_mul(g, u, g, static_cast<int64_t>(m) * F);
+    silu_mul(g, u, g, F);
 }
 
 void Transformer::add_down_bias(int l, int e, float* y, int m) {
@@ -366,10 +364,6 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
           continue;
         }
         uint8_t* q = hq_.data() + static_cast<size_t>(t) * xrb;
-        if (!hq_done_[t]) {
-          quantize_activation(held_[j].gate.type, precision_, h, q, E);
-          hq_done_[t] = 1;
-        }
         if (m[j] == 1)
           xq = q;
         else
@@ -387,7 +381,7 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     // rows as one parallel job), then every down, each on its own rows: one job.
     for_rows(pool_, "experts activation", rows, [&](int64_t i) {
       const int j = group_expert_[i];
-      expert_activation(l, experts[j], static_cast<int>(i), 1, F);
+      expert_activation(l, experts[j], static_cast<int>(i), F);
       quantize_activation(held_[j].down.type, precision_, gate_.data() + static_cast<size_t>(i) * F,
                           xq_.data() + i * xrb, F);
     });
@@ -440,17 +434,6 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
     }
   }
 
-  // No token of this layer is quantized for the experts yet; they take
-  // the type of the layer's expert stacks.
-  std::fill(hq_done_.begin(), hq_done_.begin() + n, 0);
-  hq_type_ = activation_type(w_.experts[l].gate_exps.type, precision_);
-  // A prompt's tokens all route somewhere: quantized at once, in parallel.
-  if (n > 1) {
-    quantize_rows(pool_, w_.experts[l].gate_exps.type, precision_, h_.data(), E, n, E, hq_.data(),
-                  xq_row_bytes_);
-    std::fill(hq_done_.begin(), hq_done_.begin() + n, 1);
-  }
-
   // Every expert this layer needs, in flight at once before the first is
   // waited on (a streaming store overlaps their reads).
   int n_distinct = 0;
@@ -461,6 +444,12 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   // (this layer's FFN has not added to it yet), so their loads overlap this
   // layer's compute and queue behind this layer's own.
   predict_next(l, n);
+
+  // Every token routes somewhere: each is quantized once for the experts,
+  // in the type of the layer's expert stacks (a prompt's tokens in parallel).
+  hq_type_ = activation_type(w_.experts[l].gate_exps.type, precision_);
+  quantize_rows(pool_, w_.experts[l].gate_exps.type, precision_, h_.data(), E, n, E, hq_.data(),
+                xq_row_bytes_);
 
   // 2. The routed experts in chunks, each chunk's products as two parallel
   // jobs. Experts already in memory go first, in chunks as large as the

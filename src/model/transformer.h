@@ -107,10 +107,10 @@ class Transformer {
   // next: the weights read after down, for prefetch_next (null: unknown).
   void dense_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                  const float* x, int n, float* out, const TensorView* next);
-  // act(gate + b_gate, up + b_up) for rows [r0, r0 + m) of gate_/up_ (width F)
-  // of routed expert e in layer l: the family's activation, with the
-  // experts' biases where it has them.
-  void expert_activation(int l, int e, int r0, int m, int F);
+  // act(gate + b_gate, up + b_up) for row `row` of gate_/up_ (width F) of
+  // routed expert e in layer l: the family's activation, with the experts'
+  // biases where it has them.
+  void expert_activation(int l, int e, int row, int F);
   void add_down_bias(int l, int e, float* y, int m);
   void moe_ffn(int l, int n, RoutingTrace* trace);
   // The routed experts experts[0..count) of layer l for their tokens among
@@ -164,7 +164,6 @@ class Transformer {
   // A MoE layer's input per token in its experts' activation type, each
   // quantized once (max_batch rows), however many experts read it.
   AlignedBuffer<uint8_t> hq_;
-  std::vector<uint8_t> hq_done_;  // (max_batch) which rows of hq_ hold this layer's token
   DType hq_type_ = DType::F32;    // their type
   AlignedBuffer<float> row_scratch_;  // per thread (max row length)
   // Tokens grouped by expert in one layer.

@@ -41,8 +41,10 @@ void Transformer::multi_head_attention(int l, std::span<const BatchToken> batch,
   pool_.name_next("q/k/v");
   linear_many(qkv, h_.data(), E, n);
 
+  // Each token's biases, q/k norms and rotation, and its cache row: a
+  // prompt's tokens in parallel (each writes its own position's row).
   const int half = cfg_.n_rot / 2;
-  for (int t = 0; t < n; ++t) {
+  for_rows(pool_, "rope", n, [&](int64_t t) {
     float* q = q_.data() + t * nq;
     float* k = k_.data() + t * nk;
     float* v = v_.data() + t * nv;
@@ -62,11 +64,12 @@ void Transformer::multi_head_attention(int l, std::span<const BatchToken> batch,
     }
     const float* cs = rope_cos_.data() + t * half;
     const float* sn = rope_sin_.data() + t * half;
-    for (int h = 0; h < cfg_.n_head; ++h) rope_head(q + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
+    for (int h = 0; h < cfg_.n_head; ++h)
+      rope_head(q + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
     for (int h = 0; h < cfg_.n_head_kv; ++h)
       rope_head(k + h * hd, cfg_.n_rot, cfg_.arch->rope, cs, sn);
     kv.write(batch[t].seq, l, batch[t].pos, k, v);
-  }
+  });
 
   attend_heads(l, batch, kv, q_.data(), nq, att_.data());
   prefetch_next(L.moe ? &L.router : &L.ffn_gate);
@@ -214,7 +217,9 @@ void Transformer::latent_attention(int l, std::span<const BatchToken> batch, KVC
                            {&L.wkv_a, mla_kva_.data(), static_cast<size_t>(R + rope)}};
     linear_many(a, h_.data(), E, n);
     const float* qa_norm = reinterpret_cast<const float*>(L.q_a_norm.data);
-    for (int t = 0; t < n; ++t) rms_norm(mla_qa_.data() + t * QL, qa_norm, QL, mla_qa_.data() + t * QL);
+    for_rows(pool_, "residual", n, [&](int64_t t) {
+      rms_norm(mla_qa_.data() + t * QL, qa_norm, QL, mla_qa_.data() + t * QL);
+    });
     linear(L.wq_b, mla_qa_.data(), QL, n, mla_q_.data(), nq_proj);
   } else {
     const LinearOut a[] = {{&L.wq, mla_q_.data(), static_cast<size_t>(nq_proj)},
@@ -224,7 +229,7 @@ void Transformer::latent_attention(int l, std::span<const BatchToken> batch, KVC
 
   // 2. The cache row [c_n | rope(k_pe)], and the rope half of every q head.
   const float* kv_norm = reinterpret_cast<const float*>(L.kv_a_norm.data);
-  for (int t = 0; t < n; ++t) {
+  for_rows(pool_, "rope", n, [&](int64_t t) {
     float* kva = mla_kva_.data() + static_cast<size_t>(t) * (R + rope);
     float* krow = k_.data() + static_cast<size_t>(t) * qh;
     rms_norm(kva, kv_norm, R, krow);
@@ -239,7 +244,7 @@ void Transformer::latent_attention(int l, std::span<const BatchToken> batch, KVC
       std::memcpy(dst, qp, sizeof(float) * rope);
       rope_head(dst, rope, cfg_.arch->rope, cs, sn);
     }
-  }
+  });
 
   // 3. Absorb: Q_h's latent part = W_k_b,h . q_nope_h, every head's product
   // in one parallel job (tokens in chunks, for the scratch of their inputs).

@@ -44,7 +44,9 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
   out_.resize(B * cfg.n_embd);
   moe_.resize(B * k * cfg.n_embd);
   router_.resize(B * std::max(cfg.n_expert, 1));
-  probs_.resize(router_scratch_floats(std::max(cfg.n_expert, 1)));
+  // Rounded to 64 bytes, so that each thread's scratch starts aligned.
+  probs_.resize(static_cast<size_t>(pool.n_threads()) *
+                ((router_scratch_floats(std::max(cfg.n_expert, 1)) + 15) / 16 * 16));
   route_opts_.n_expert = cfg.n_expert;
   route_opts_.n_expert_used = cfg.n_expert_used;
   route_opts_.gating = cfg.gating;
@@ -109,6 +111,18 @@ void Transformer::rms_norm(const float* x, const float* weight, int dim, float* 
   for (int i = i8; i < dim; ++i) sum += static_cast<double>(x[i]) * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / dim) + cfg_.rms_eps);
   for (int i = 0; i < dim; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void Transformer::add_and_norm(bool add, const TensorView& norm, int n) {
+  const int E = cfg_.n_embd;
+  for_rows(pool_, "residual", n, [&](int64_t t) {
+    float* x = x_.data() + t * E;
+    if (add) {
+      const float* o = out_.data() + t * E;
+      for (int i = 0; i < E; ++i) x[i] += o[i];
+    }
+    rms_norm(x, reinterpret_cast<const float*>(norm.data), E, h_.data() + t * E);
+  });
 }
 
 void Transformer::prefetch_next(const TensorView* w) {
@@ -183,24 +197,18 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     store_.wait_dense(l + 2);
     if (lt) lt->dense_wait = now_seconds() - lt->begin;
     const LayerWeights& L = w_.layers[l];
-    for (int t = 0; t < n; ++t)
-      rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.attn_norm.data), E,
-               h_.data() + t * E);
+    // The previous layer's FFN output joins the residual stream, which is
+    // normed for this layer's attention: one row-parallel job for a prompt.
+    add_and_norm(l > 0, L.attn_norm, n);
     attention_block(l, batch, kv);
-    for (int t = 0; t < n; ++t)
-      for (int i = 0; i < E; ++i) x_[t * E + i] += out_[t * E + i];
 
     double io0 = 0;
     if (lt) {
       lt->ffn_begin = now_seconds();
       io0 = store_.stats().io_wait_s;
     }
-    for (int t = 0; t < n; ++t)
-      rms_norm(x_.data() + t * E, reinterpret_cast<const float*>(L.ffn_norm.data), E,
-               h_.data() + t * E);
+    add_and_norm(true, L.ffn_norm, n);
     ffn_block(l, n, trace);
-    for (int t = 0; t < n; ++t)
-      for (int i = 0; i < E; ++i) x_[t * E + i] += out_[t * E + i];
     if (lt) {
       lt->expert_wait = store_.stats().io_wait_s - io0;
       lt->end = now_seconds();
@@ -211,6 +219,11 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   if (tl) tl->output_begin = now_seconds();
   store_.wait_dense(cfg_.n_layer + 1);
   if (tl) tl->output_wait = now_seconds() - tl->output_begin;
+  for_rows(pool_, "residual", n, [&](int64_t t) {
+    float* x = x_.data() + t * E;
+    const float* o = out_.data() + t * E;
+    for (int i = 0; i < E; ++i) x[i] += o[i];
+  });
   int m = 0;
   for (int t = 0; t < n; ++t) {
     if (!batch[t].logits) continue;
@@ -353,22 +366,24 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     // quantized once per layer (hq_); an expert with one token reads it in
     // place (every expert of a decode step), others copy their rows.
     LinearOut outs[2 * kMaxHeldExperts];
+    auto in_place = [&](int j) {
+      return m[j] == 1 && activation_type(held_[j].gate.type, precision_) == hq_type_;
+    };
+    for_rows(pool_, "experts input", rows, [&](int64_t i) {
+      const int j = group_expert_[i];
+      if (in_place(j)) return;
+      const int t = group_tok_[i];
+      uint8_t* xq = xq_.data() + i * xrb;
+      if (activation_type(held_[j].gate.type, precision_) != hq_type_)
+        quantize_activation(held_[j].gate.type, precision_, h_.data() + static_cast<size_t>(t) * E,
+                            xq, E);
+      else
+        std::memcpy(xq, hq_.data() + static_cast<size_t>(t) * xrb,
+                    activation_bytes(held_[j].gate.type, precision_, E));
+    });
     for (int j = 0; j < count; ++j) {
-      uint8_t* xq = xq_.data() + first[j] * xrb;
-      const DType at = activation_type(held_[j].gate.type, precision_);
-      for (int i = 0; i < m[j]; ++i) {
-        const int t = group_tok_[first[j] + i];
-        const float* h = h_.data() + static_cast<size_t>(t) * E;
-        if (at != hq_type_) {
-          quantize_activation(held_[j].gate.type, precision_, h, xq + i * xrb, E);
-          continue;
-        }
-        uint8_t* q = hq_.data() + static_cast<size_t>(t) * xrb;
-        if (m[j] == 1)
-          xq = q;
-        else
-          std::memcpy(xq + i * xrb, q, activation_bytes(held_[j].gate.type, precision_, E));
-      }
+      const uint8_t* xq = in_place(j) ? hq_.data() + static_cast<size_t>(group_tok_[first[j]]) * xrb
+                                      : xq_.data() + first[j] * xrb;
       const size_t y = static_cast<size_t>(first[j]) * F;
       outs[2 * j] = {&held_[j].gate, gate_.data() + y, static_cast<size_t>(F), xq, m[j]};
       outs[2 * j + 1] = {&held_[j].up, up_.data() + y, static_cast<size_t>(F), xq, m[j]};
@@ -392,15 +407,18 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     pool_.name_next("experts down");
     run_products(pool_, precision_, std::span<const LinearOut>(outs, count), 1, xq_.data(), xrb,
                  row_scratch_.data(), scratch_stride);
-    for (int j = 0; j < count; ++j)
-      add_down_bias(l, experts[j], gx_.data() + static_cast<size_t>(first[j]) * E, m[j]);
   }
   for (int j = 0; j < count; ++j) store_.release(l, experts[j]);
   // Each row's output to its (token, rank) slot: the sum after has one fixed
   // order, whatever the chunks were.
-  for (int i = 0; i < rows; ++i)
+  // Each row's output, with its expert's down bias where the family has
+  // one (mixed-type experts above added none: they run without biases).
+  for_rows(pool_, "experts output", rows, [&](int64_t i) {
+    if (joint)
+      add_down_bias(l, experts[group_expert_[i]], gx_.data() + static_cast<size_t>(i) * E, 1);
     std::memcpy(moe_.data() + (static_cast<size_t>(group_tok_[i]) * K + group_rank_[i]) * E,
                 gx_.data() + static_cast<size_t>(i) * E, sizeof(float) * E);
+  });
 }
 
 void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
@@ -412,16 +430,24 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   // 1. Route every token.
   pool_.name_next("router");
   linear(L.router, h_.data(), E, n, router_.data(), X);
+  // Each token's selection (a prompt's in parallel, each thread with its
+  // own scratch), then the counts in token order.
+  const size_t scratch = probs_.size() / pool_.n_threads();
+  pool_.name_next("route");
+  pool_.parallel_for(n, 4, [&](int64_t b, int64_t e, int th) {
+    for (int64_t t = b; t < e; ++t) {
+      float* logits = router_.data() + t * X;
+      if (L.router_b.data) {
+        const float* bias = reinterpret_cast<const float*>(L.router_b.data);
+        for (int x = 0; x < X; ++x) logits[x] += bias[x];
+      }
+      route(logits, ro, probs_.data() + th * scratch, sel_.data() + t * K, selw_.data() + t * K);
+    }
+  });
   std::fill(group_count_.data(), group_count_.data() + X, 0);
   for (int t = 0; t < n; ++t) {
-    int32_t* ids = sel_.data() + t * K;
-    float* wts = selw_.data() + t * K;
-    float* logits = router_.data() + t * X;
-    if (L.router_b.data) {
-      const float* b = reinterpret_cast<const float*>(L.router_b.data);
-      for (int e = 0; e < X; ++e) logits[e] += b[e];
-    }
-    route(logits, ro, probs_.data(), ids, wts);
+    const int32_t* ids = sel_.data() + t * K;
+    const float* wts = selw_.data() + t * K;
     for (int j = 0; j < K; ++j) {
       ++group_count_[ids[j]];
       ++usage_[static_cast<size_t>(l) * X + ids[j]];
@@ -488,7 +514,7 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
   if (L.shexp_gate.data) {
     float* sh = moe_.data();  // reuse: the routed outputs are summed already
     dense_ffn(L.shexp_gate, L.shexp_up, L.shexp_down, h_.data(), n, sh, after_layer(l));
-    for (int t = 0; t < n; ++t) {
+    for_rows(pool_, "shared expert gate", n, [&](int64_t t) {
       float g = 1.f;
       if (L.shexp_gate_inp.data) {
         const float* gw = reinterpret_cast<const float*>(L.shexp_gate_inp.data);
@@ -497,7 +523,7 @@ void Transformer::moe_ffn(int l, int n, RoutingTrace* trace) {
         g = 1.f / (1.f + std::exp(-s));
       }
       for (int i = 0; i < E; ++i) out_[t * E + i] += g * sh[t * E + i];
-    }
+    });
   }
 }
 

@@ -133,6 +133,9 @@ class Transformer {
   // when they share_input, else one product each.
   void linear_many(std::span<const LinearOut> outs, const float* x, size_t x_stride, int n);
   void rms_norm(const float* x, const float* weight, int dim, float* out) const;
+  // Each of the n rows: x += out (when add), then h = rms_norm(x) with the
+  // weights of norm; a prompt's rows as one parallel job.
+  void add_and_norm(bool add, const TensorView& norm, int n);
 
   StepTimeline* timeline_ = nullptr;
   const ModelConfig& cfg_;
@@ -154,7 +157,7 @@ class Transformer {
   AlignedBuffer<float> out_;    // block output (n_embd)
   AlignedBuffer<float> moe_;    // per (token, rank) expert outputs (k * n_embd)
   AlignedBuffer<float> router_; // router logits (n_expert)
-  AlignedBuffer<float> probs_;  // router scratch (router_scratch_floats)
+  AlignedBuffer<float> probs_;  // router scratch (router_scratch_floats), one per thread
   RouterOptions route_opts_;    // the model's routing; selection bias per layer
   AlignedBuffer<int32_t> sel_;  // (k) per token
   AlignedBuffer<float> selw_;   // (k) per token

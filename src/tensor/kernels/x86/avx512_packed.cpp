@@ -12,9 +12,12 @@
 // any order. Then one conversion and one fma per block and token, and no
 // horizontal sum at the end: the 16 lanes are the 16 outputs.
 //
-// Loop order: 64-token blocks, then groups, then 8-token tiles, so a group's
-// weights (16 rows, 18 KB at n = 2048 for q4_0) stay in L1 while every tile of
-// the token block reads them, and a token block's activations stay in L2.
+// Loop order: 64-token blocks, then groups, then tiles of tokens, so a
+// group's weights (16 rows, 18 KB at n = 2048 for q4_0) stay in L1 while every
+// tile of the token block reads them, and a token block's activations stay in
+// L2. A product of several tokens takes its groups two at a time, in tiles of
+// up to 6 tokens (Packed::pair_tile): each activation word then meets two
+// groups' weights from one register.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -34,12 +37,16 @@ namespace colibri {
 namespace {
 
 constexpr int kTileTokens = 8;
+// Tokens of a two-group tile (Packed::pair_tile): 2 x 8 weight vectors and
+// 2 x kPairTokens accumulators in the 32 registers.
+constexpr int kPairTokens = 6;
 // How far ahead of its reads a kernel prefetches: into L1 4 KiB ahead, into
 // L2 16 KiB ahead (kernels/x86/avx512.cpp has the measurements).
 constexpr int kPrefetchBytes = 4096;
 constexpr int kPrefetchFarBytes = 16384;
 
-inline void prefetch_line(const void* p) {
+// Always inlined, as prefetch_block below says why.
+[[gnu::always_inline]] inline void prefetch_line(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
   _mm_prefetch(static_cast<const char*>(p) + kPrefetchFarBytes, _MM_HINT_T1);
 }
@@ -110,66 +117,83 @@ struct Packed {
     }
   }
 
+  // Every line of block b and of its scales (as far ahead in the group's
+  // run): a decode step streams weights from DRAM once. Inlined early on
+  // purpose: GCC 12 counts a function of prefetches alone as free of side
+  // effects and drops its calls (measured: no prefetch left in any tile,
+  // OLMoE Q4_0 decode 8% slower) unless its body is already in the caller.
+  [[gnu::always_inline]] static void prefetch_block(const uint8_t* q, const uint8_t* scales,
+                                                    int64_t b) {
+    for (size_t k = 0; k < kQsBytes / 64; ++k) prefetch_line(q + 64 * k);
+    // q4_0's block has 8 quant bytes per scale byte, q5_0's 10, mxfp4's
+    // 16 (q8_0 takes q4_0's distance).
+    constexpr int kRatio = kMx ? 16 : kQ5 ? 10 : 8;
+    if ((b & static_cast<int64_t>(64 / kScaleBytes - 1)) == 0) {
+      _mm_prefetch(
+          reinterpret_cast<const char*>(scales) + kScaleBytes * b + kPrefetchBytes / kRatio,
+          _MM_HINT_T0);
+      _mm_prefetch(
+          reinterpret_cast<const char*>(scales) + kScaleBytes * b + kPrefetchFarBytes / kRatio,
+          _MM_HINT_T1);
+    }
+  }
+
+  // kMxfp4Values + 12 in every 16 bytes: vpermb reads an index's low 6
+  // bits, so a code with any 2 bits above it finds its value.
+  static __m512i mxfp4_table() {
+    return _mm512_add_epi8(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values))),
+        _mm512_set1_epi8(12));
+  }
+
+  // Block b's weight vectors of one group (q: the block's bytes), as the
+  // products take them (the comment above Packed has each type's form).
+  static void weights_of(const uint8_t* q, __m512i m4, __m512i table, __m512i (&w)[8]) {
+    if constexpr (kMx) {
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * k);
+        w[k] = _mm512_permutexvar_epi8(v, table);
+        w[4 + k] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+      }
+    } else if constexpr (kQ5) {
+      const __m512i c16 = _mm512_set1_epi8(16);
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * k);
+        const __m512i lo = _mm512_and_si512(v, m4),
+                      hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        w[k] = _mm512_mask_add_epi8(
+            lo, _load_mask64(reinterpret_cast<__mmask64*>(const_cast<uint8_t*>(q + 256 + 8 * k))),
+            lo, c16);
+        w[4 + k] = _mm512_mask_add_epi8(
+            hi, _load_mask64(reinterpret_cast<__mmask64*>(const_cast<uint8_t*>(q + 288 + 8 * k))),
+            hi, c16);
+      }
+    } else if constexpr (kQ4) {
+      // The high nibbles stay in place, as 16 x their value: one and
+      // instead of a shift and an and (their chain is divided by 16 once,
+      // exactly). With the broadcast operands above: 21.1 -> 22.3 GB/s.
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * k);
+        w[k] = _mm512_and_si512(v, m4);
+        w[4 + k] = _mm512_andnot_si512(m4, v);
+      }
+    } else {
+      for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(q + 64 * k);
+    }
+  }
+
   template <int T>
   static void tile(const uint8_t* g, int64_t nb, const block_q8_0* const* xb,
                    const XPrep* const* xp, float* y, size_t y_stride) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const uint8_t* scales = g + nb * kQsBytes;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    // kMxfp4Values + 12 in every 16 bytes: vpermb reads an index's low 6
-    // bits, so a code with any 2 bits above it finds its value.
-    const __m512i table = _mm512_add_epi8(
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values))),
-        _mm512_set1_epi8(12));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQsBytes;
-      // Every line of the block and of its scales (as far ahead in the
-      // group's run): a decode step streams weights from DRAM once.
-      for (size_t k = 0; k < kQsBytes / 64; ++k) prefetch_line(q + 64 * k);
-      // q4_0's block has 8 quant bytes per scale byte, q5_0's 10, mxfp4's
-      // 16 (q8_0 takes q4_0's distance).
-      constexpr int kRatio = kMx ? 16 : kQ5 ? 10 : 8;
-      if ((b & static_cast<int64_t>(64 / kScaleBytes - 1)) == 0) {
-        _mm_prefetch(
-            reinterpret_cast<const char*>(scales) + kScaleBytes * b + kPrefetchBytes / kRatio,
-            _MM_HINT_T0);
-        _mm_prefetch(
-            reinterpret_cast<const char*>(scales) + kScaleBytes * b + kPrefetchFarBytes / kRatio,
-            _MM_HINT_T1);
-      }
+      prefetch_block(q, scales, b);
       __m512i w[8];
-      if constexpr (kMx) {
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = _mm512_loadu_si512(q + 64 * k);
-          w[k] = _mm512_permutexvar_epi8(v, table);
-          w[4 + k] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
-        }
-      } else if constexpr (kQ5) {
-        const __m512i c16 = _mm512_set1_epi8(16);
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = _mm512_loadu_si512(q + 64 * k);
-          const __m512i lo = _mm512_and_si512(v, m4),
-                        hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-          w[k] = _mm512_mask_add_epi8(
-              lo, _load_mask64(reinterpret_cast<__mmask64*>(const_cast<uint8_t*>(q + 256 + 8 * k))),
-              lo, c16);
-          w[4 + k] = _mm512_mask_add_epi8(
-              hi, _load_mask64(reinterpret_cast<__mmask64*>(const_cast<uint8_t*>(q + 288 + 8 * k))),
-              hi, c16);
-        }
-      } else if constexpr (kQ4) {
-        // The high nibbles stay in place, as 16 x their value: one and
-        // instead of a shift and an and (their chain is divided by 16 once,
-        // exactly). With the broadcast operands above: 21.1 -> 22.3 GB/s.
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = _mm512_loadu_si512(q + 64 * k);
-          w[k] = _mm512_and_si512(v, m4);
-          w[4 + k] = _mm512_andnot_si512(m4, v);
-        }
-      } else {
-        for (int k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(q + 64 * k);
-      }
+      weights_of(q, m4, table, w);
       const __m512 dw = scales_of(scales, b);
       for (int t = 0; t < T; ++t) {
         const int8_t* x = xb[t][b].qs;
@@ -193,8 +217,71 @@ struct Packed {
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 
+  // Two groups (group_bytes apart) and T tokens at once, for products of
+  // more than one token: each activation word is broadcast into a register
+  // once and meets both groups' weights there. The memory-operand broadcast
+  // of the one-group tile is a load per vpdpbusd, and the loads, not the
+  // vpdpbusds, bound it: on Zen 5, 12 independent vpdpbusd chains ran at
+  // 10.8 G/s a core with register operands and 7.1 G/s with {1to16} memory
+  // ones. The sums and the float steps are the one-group tile's, in its
+  // order, so the bits are too.
+  template <int T>
+  static void pair_tile(const uint8_t* g, size_t group_bytes, int64_t nb,
+                        const block_q8_0* const* xb, const XPrep* const* xp, float* y,
+                        size_t y_stride) {
+    __m512 acc[T][2];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    const uint8_t* const gq[2] = {g, g + group_bytes};
+    const uint8_t* const scales[2] = {gq[0] + nb * kQsBytes, gq[1] + nb * kQsBytes};
+    const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512i w[2][8];
+      __m512 dw[2];
+#pragma GCC unroll 2
+      for (int i = 0; i < 2; ++i) {
+        const uint8_t* q = gq[i] + b * kQsBytes;
+        prefetch_block(q, scales[i], b);
+        weights_of(q, m4, table, w[i]);
+        dw[i] = scales_of(scales[i], b);
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const AliasedWord* x = reinterpret_cast<const AliasedWord*>(xb[t][b].qs);
+        const __m512i corr = _mm512_set1_epi32(xp[t][b].corr);
+        // Two chains per group, as in the one-group tile: q4_0's low and
+        // high nibbles (words 0..3 and 4..7), the others' even and odd words.
+        __m512i s0[2] = {corr, corr}, s1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const int j0 = kQ4 ? k : 2 * k, j1 = kQ4 ? 4 + k : 2 * k + 1;
+          const __m512i x0 = _mm512_set1_epi32(x[j0]), x1 = _mm512_set1_epi32(x[j1]);
+#pragma GCC unroll 2
+          for (int i = 0; i < 2; ++i) {
+            s0[i] = _mm512_dpbusd_epi32(s0[i], w[i][j0], x0);
+            s1[i] = _mm512_dpbusd_epi32(s1[i], w[i][j1], x1);
+          }
+        }
+        const __m512 dx = _mm512_set1_ps(xp[t][b].d);
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; ++i) {
+          const __m512i isum = _mm512_add_epi32(s0[i], kQ4 ? _mm512_srai_epi32(s1[i], 4) : s1[i]);
+          acc[t][i] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw[i], dx), acc[t][i]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      _mm512_storeu_ps(y + t * y_stride, acc[t][0]);
+      _mm512_storeu_ps(y + t * y_stride + kPackRows, acc[t][1]);
+    }
+  }
+
   using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_0* const*, const XPrep* const*,
                           float*, size_t);
+  using PairFn = void (*)(const uint8_t*, size_t, int64_t, const block_q8_0* const*,
+                          const XPrep* const*, float*, size_t);
   template <int... Ts>
   static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
     struct Tiles {
@@ -202,10 +289,18 @@ struct Packed {
     };
     return Tiles{{&tile<Ts + 1>...}};
   }
+  template <int... Ts>
+  static constexpr auto make_pairs(std::integer_sequence<int, Ts...>) {
+    struct Pairs {
+      PairFn f[kPairTokens];
+    };
+    return Pairs{{&pair_tile<Ts + 1>...}};
+  }
 
   static void run(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride,
                   int64_t nt, int64_t n, float* y, size_t y_stride) {
     static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTileTokens>{});
+    static constexpr auto kPairs = make_pairs(std::make_integer_sequence<int, kPairTokens>{});
     const int64_t nb = n / kQK;
     const size_t group_bytes = static_cast<size_t>(nb) * (kQsBytes + kScaleBytes);
     // Grows to the largest call, then is reused: no allocation per token.
@@ -227,18 +322,35 @@ struct Packed {
           prep[t * nb + b] = {-kZero * s, _cvtsh_ss(xr[b].d)};
         }
       }
-      for (int64_t gi = 0; gi < n_groups; ++gi) {
+      // Groups two at a time where a product has more than one token (a
+      // decode step's one token has nothing to share a broadcast with).
+      for (int64_t gi = 0; gi < n_groups;) {
         const uint8_t* g = w + gi * group_bytes;
-        for (int64_t t = 0; t < tn; t += kTileTokens) {
-          const int m = static_cast<int>(std::min<int64_t>(kTileTokens, tn - t));
+        const bool pair = tn > 1 && gi + 1 < n_groups;
+        const int64_t step = pair ? kPairTokens : kTileTokens;
+        for (int64_t t = 0, m; t < tn; t += m) {
+          // The tokens left in tiles as even as the tile size allows (8 as
+          // two pair tiles of 4, not 6 and 2).
+          const int64_t left = tn - t;
+          if (left <= step) {
+            m = left;  // a decode step: no division on its path
+          } else {
+            const int64_t tiles = (left + step - 1) / step;
+            m = (left + tiles - 1) / tiles;
+          }
           const block_q8_0* xb[kTileTokens];
           const XPrep* xp[kTileTokens];
           for (int k = 0; k < m; ++k) {
             xb[k] = reinterpret_cast<const block_q8_0*>(x + (t0 + t + k) * x_stride);
             xp[k] = prep.data() + (t + k) * nb;
           }
-          kTiles.f[m - 1](g, nb, xb, xp, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+          float* yt = y + (t0 + t) * y_stride + gi * kPackRows;
+          if (pair)
+            kPairs.f[m - 1](g, group_bytes, nb, xb, xp, yt, y_stride);
+          else
+            kTiles.f[m - 1](g, nb, xb, xp, yt, y_stride);
         }
+        gi += pair ? 2 : 1;
       }
     }
   }

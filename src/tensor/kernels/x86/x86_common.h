@@ -644,8 +644,12 @@ constexpr int64_t kRowsAhead = 16;
 constexpr int64_t kRowsFarAhead = 64;
 
 // row is position p of n_pos; the `elems` elements from element i0 are read.
+// Always inlined: GCC 12 takes a function of prefetches alone for one without
+// side effects and drops calls it has not inlined yet (no prefetch was left
+// in any attention kernel).
 template <typename KV>
-inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p, int64_t n_pos, int i0 = 0) {
+[[gnu::always_inline]] inline void prefetch_row(const KV* row, size_t stride, int elems, int64_t p,
+                                                int64_t n_pos, int i0 = 0) {
   const size_t bytes = kv_row_bytes<KV>(elems);
   if (p + kRowsAhead < n_pos) {
     const char* near = kv_addr(row + kRowsAhead * stride, i0);

@@ -80,6 +80,13 @@ inline __m512i dpwssd_x(__m512i acc, __m512i w, const void* p) {
   return acc;
 }
 
+// The 4 bytes at p (any alignment) in every lane.
+inline __m512i broadcast_word(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+
 // sum over k < 8 of vpdpbusd(w[k], the k-th 4 bytes at x), added to start:
 // two chains of four, exact in any order.
 inline __m512i dot8(__m512i start, const __m512i (&w)[8], const int8_t* x) {
@@ -248,7 +255,7 @@ struct Packed {
       }
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        const AliasedWord* x = reinterpret_cast<const AliasedWord*>(xb[t][b].qs);
+        const int8_t* x = xb[t][b].qs;  // 2 bytes into its block: words unaligned
         const __m512i corr = _mm512_set1_epi32(xp[t][b].corr);
         // Two chains per group, as in the one-group tile: q4_0's low and
         // high nibbles (words 0..3 and 4..7), the others' even and odd words.
@@ -256,7 +263,7 @@ struct Packed {
 #pragma GCC unroll 4
         for (int k = 0; k < 4; ++k) {
           const int j0 = kQ4 ? k : 2 * k, j1 = kQ4 ? 4 + k : 2 * k + 1;
-          const __m512i x0 = _mm512_set1_epi32(x[j0]), x1 = _mm512_set1_epi32(x[j1]);
+          const __m512i x0 = broadcast_word(x + 4 * j0), x1 = broadcast_word(x + 4 * j1);
 #pragma GCC unroll 2
           for (int i = 0; i < 2; ++i) {
             s0[i] = _mm512_dpbusd_epi32(s0[i], w[i][j0], x0);

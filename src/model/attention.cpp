@@ -217,7 +217,7 @@ void Transformer::latent_attention(int l, std::span<const BatchToken> batch, KVC
                            {&L.wkv_a, mla_kva_.data(), static_cast<size_t>(R + rope)}};
     linear_many(a, h_.data(), E, n);
     const float* qa_norm = reinterpret_cast<const float*>(L.q_a_norm.data);
-    for_rows(pool_, "residual", n, [&](int64_t t) {
+    for_rows(pool_, "q norm", n, [&](int64_t t) {
       rms_norm(mla_qa_.data() + t * QL, qa_norm, QL, mla_qa_.data() + t * QL);
     });
     linear(L.wq_b, mla_qa_.data(), QL, n, mla_q_.data(), nq_proj);

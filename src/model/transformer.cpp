@@ -113,7 +113,7 @@ void Transformer::rms_norm(const float* x, const float* weight, int dim, float* 
   for (int i = 0; i < dim; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void Transformer::add_and_norm(bool add, const TensorView& norm, int n) {
+void Transformer::add_and_norm(bool add, const TensorView* norm, int n) {
   const int E = cfg_.n_embd;
   for_rows(pool_, "residual", n, [&](int64_t t) {
     float* x = x_.data() + t * E;
@@ -121,7 +121,7 @@ void Transformer::add_and_norm(bool add, const TensorView& norm, int n) {
       const float* o = out_.data() + t * E;
       for (int i = 0; i < E; ++i) x[i] += o[i];
     }
-    rms_norm(x, reinterpret_cast<const float*>(norm.data), E, h_.data() + t * E);
+    if (norm) rms_norm(x, reinterpret_cast<const float*>(norm->data), E, h_.data() + t * E);
   });
 }
 
@@ -199,7 +199,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
     const LayerWeights& L = w_.layers[l];
     // The previous layer's FFN output joins the residual stream, which is
     // normed for this layer's attention: one row-parallel job for a prompt.
-    add_and_norm(l > 0, L.attn_norm, n);
+    add_and_norm(l > 0, &L.attn_norm, n);
     attention_block(l, batch, kv);
 
     double io0 = 0;
@@ -207,7 +207,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
       lt->ffn_begin = now_seconds();
       io0 = store_.stats().io_wait_s;
     }
-    add_and_norm(true, L.ffn_norm, n);
+    add_and_norm(true, &L.ffn_norm, n);
     ffn_block(l, n, trace);
     if (lt) {
       lt->expert_wait = store_.stats().io_wait_s - io0;
@@ -219,11 +219,7 @@ void Transformer::forward(std::span<const BatchToken> batch, KVCache& kv, float*
   if (tl) tl->output_begin = now_seconds();
   store_.wait_dense(cfg_.n_layer + 1);
   if (tl) tl->output_wait = now_seconds() - tl->output_begin;
-  for_rows(pool_, "residual", n, [&](int64_t t) {
-    float* x = x_.data() + t * E;
-    const float* o = out_.data() + t * E;
-    for (int i = 0; i < E; ++i) x[i] += o[i];
-  });
+  add_and_norm(true, nullptr, n);  // the last layer's FFN output
   int m = 0;
   for (int t = 0; t < n; ++t) {
     if (!batch[t].logits) continue;
@@ -372,14 +368,13 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
     for_rows(pool_, "experts input", rows, [&](int64_t i) {
       const int j = group_expert_[i];
       if (in_place(j)) return;
-      const int t = group_tok_[i];
+      const size_t t = static_cast<size_t>(group_tok_[i]);
+      const DType wt = held_[j].gate.type;
       uint8_t* xq = xq_.data() + i * xrb;
-      if (activation_type(held_[j].gate.type, precision_) != hq_type_)
-        quantize_activation(held_[j].gate.type, precision_, h_.data() + static_cast<size_t>(t) * E,
-                            xq, E);
+      if (activation_type(wt, precision_) != hq_type_)
+        quantize_activation(wt, precision_, h_.data() + t * E, xq, E);
       else
-        std::memcpy(xq, hq_.data() + static_cast<size_t>(t) * xrb,
-                    activation_bytes(held_[j].gate.type, precision_, E));
+        std::memcpy(xq, hq_.data() + t * xrb, activation_bytes(wt, precision_, E));
     });
     for (int j = 0; j < count; ++j) {
       const uint8_t* xq = in_place(j) ? hq_.data() + static_cast<size_t>(group_tok_[first[j]]) * xrb
@@ -409,10 +404,9 @@ void Transformer::run_experts(int l, int n, const int* experts, int count, const
                  row_scratch_.data(), scratch_stride);
   }
   for (int j = 0; j < count; ++j) store_.release(l, experts[j]);
-  // Each row's output to its (token, rank) slot: the sum after has one fixed
-  // order, whatever the chunks were.
-  // Each row's output, with its expert's down bias where the family has
-  // one (mixed-type experts above added none: they run without biases).
+  // Each row's output, with its expert's down bias where the family has one
+  // (mixed-type experts run without biases), to its (token, rank) slot: the
+  // sum after has one fixed order, whatever the chunks were.
   for_rows(pool_, "experts output", rows, [&](int64_t i) {
     if (joint)
       add_down_bias(l, experts[group_expert_[i]], gx_.data() + static_cast<size_t>(i) * E, 1);

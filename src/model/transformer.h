@@ -134,8 +134,8 @@ class Transformer {
   void linear_many(std::span<const LinearOut> outs, const float* x, size_t x_stride, int n);
   void rms_norm(const float* x, const float* weight, int dim, float* out) const;
   // Each of the n rows: x += out (when add), then h = rms_norm(x) with the
-  // weights of norm; a prompt's rows as one parallel job.
-  void add_and_norm(bool add, const TensorView& norm, int n);
+  // weights of norm (when given); a prompt's rows as one parallel job.
+  void add_and_norm(bool add, const TensorView* norm, int n);
 
   StepTimeline* timeline_ = nullptr;
   const ModelConfig& cfg_;

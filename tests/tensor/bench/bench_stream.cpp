@@ -2,7 +2,7 @@
 // bandwidth probe's loads-only kernel (read_sum) on the same bytes split the
 // same way: which share of the memory rate a job of a given size keeps, with
 // the arithmetic and without. Not a test; run it by hand:
-//   build/tests/tensor/bench_stream [types] [rows] [cols] [threads] [MiB] [huge]
+//   build/tests/tensor/bench_stream [types] [rows] [cols] [threads] [MiB, may be a fraction] [huge]
 // e.g. `bench_stream q4_0,q6_K 1024 2048 2 512` (OLMoE's expert matrices):
 // for each type MiB of such matrices, each read once per pass, in jobs of 1,
 // 2, 8, 24 and 96 matrices (one matrix, ..., the gates and ups of a layer's 8
@@ -98,7 +98,7 @@ int run(int argc, char** argv) {
   const int64_t rows = argc > 2 ? std::atoll(argv[2]) : 1024,
                 cols = argc > 3 ? std::atoll(argv[3]) : 2048;
   const int threads = argc > 4 ? std::atoi(argv[4]) : 2;
-  const size_t total = static_cast<size_t>(argc > 5 ? std::atoll(argv[5]) : 512) << 20;
+  const size_t total = static_cast<size_t>((argc > 5 ? std::atof(argv[5]) : 512.0) * (1 << 20));
   const bool with_huge = argc > 6 && std::string(argv[6]) == "huge";
   std::vector<std::unique_ptr<Set>> sets;
   for (DType t : types)

@@ -110,6 +110,13 @@ struct Packed {
   static constexpr size_t kQsBytes = 64 * kVecs + (kQ5 ? 64 : 0);  // per block
   static constexpr size_t kScaleBytes = kMx ? 16 : 32;             // per block: 16 rows' e or d
   static constexpr int32_t kZero = kQ4 ? 8 : kQ5 ? 16 : kMx ? 12 : 128;
+  // The fewest tokens a product takes in two-group tiles (pair_tile). Below
+  // it one-group tiles are faster for the types whose two groups' weights
+  // fill most of the registers (q8_0's 16 weight vectors; q5_0's and mxfp4's
+  // unpacking): a 2-thread A/B from DRAM of 1024 x 2048 matrices at 5-8
+  // tokens (the experts of a 64-token prompt) gave q8_0 +3-13%, mxfp4 +0-20%,
+  // q5_0 +5-35% in one-group tiles, and q4_0 -8..+10% (pairs kept from 2).
+  static constexpr int64_t kPairFrom = kQ4 ? 2 : kTileTokens + 1;
 
   // The 16 rows' weight scales of block b: fp16 d, or 2^(e - 128) exactly
   // (e8m0_to_float_half; subnormal at e < 2, which vscalefps gives exactly).
@@ -330,11 +337,12 @@ struct Packed {
           prep[t * nb + b] = {-kZero * s, _cvtsh_ss(xr[b].d)};
         }
       }
-      // Groups two at a time where a product has more than one token (a
-      // decode step's one token has nothing to share a broadcast with).
+      // Groups two at a time where a product has kPairFrom tokens or more
+      // (a decode step's one token has nothing to share a broadcast with),
+      // the last token block's few as well: its weights are in cache then.
       for (int64_t gi = 0; gi < n_groups;) {
         const uint8_t* g = w + gi * group_bytes;
-        const bool pair = tn > 1 && gi + 1 < n_groups;
+        const bool pair = tn > 1 && nt >= kPairFrom && gi + 1 < n_groups;
         const int64_t step = pair ? kPairTokens : kTileTokens;
         for (int64_t t = 0, m; t < tn; t += m) {
           // The tokens left in tiles as even as the tile size allows (8 as

@@ -4,9 +4,11 @@
 // over the same bytes beside them: on a host whose memory bandwidth moves by
 // a third minute to minute, alternating binaries cannot separate a few
 // percent, alternating passes can. Not a test; run it through the script:
-//   kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES]
-// prints each build's median GB/s of weights, B over A, and whether their
-// outputs are the same bits.
+//   kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge]
+// (huge: the matrices in 2 MiB pages, as the engine's expert slots are) prints each build's median
+// GB/s of weights, B over A, and whether their outputs are the same bits.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "base/aligned_buffer.h"
 #include "base/sys.h"
 #include "base/thread_pool.h"
 #include "tensor/ops.h"
@@ -56,22 +57,32 @@ int run(int argc, char** argv) {
   }
   const size_t mat = row_bytes(type, cols) * static_cast<size_t>(rows);
   const int64_t n_mat = std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20) / mat));
-  AlignedBuffer<uint8_t> w;
-  w.resize(mat * n_mat);
+  const bool huge = argc > 8 && std::string(argv[8]) == "huge";
+  const size_t bytes = mat * n_mat;
+  auto* wp = static_cast<uint8_t*>(map_anonymous(bytes, huge));
+  if (!wp) {
+    std::fprintf(stderr, "cannot map %zu bytes\n", bytes);
+    return 2;
+  }
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { munmap(p, n); }
+  } unmap{wp, bytes};
   // Random quants; scales as model files have them (fp16 around 2^-4, E8M0
   // 118..125: smaller ones make float subnormals, which cost microcode assists).
   std::mt19937 rng(1);
-  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<uint8_t>(rng() & 0x3B);
+  for (size_t i = 0; i < bytes; ++i) wp[i] = static_cast<uint8_t>(rng() & 0x3B);
   const size_t block = dtype_info(type).block_bytes;
-  for (size_t i = 0; i < w.size(); i += block) {
+  for (size_t i = 0; i < bytes; i += block) {
     if (type == DType::MXFP4) {
-      w.data()[i] = static_cast<uint8_t>(118 + rng() % 8);
+      wp[i] = static_cast<uint8_t>(118 + rng() % 8);
     } else {
       const uint16_t h = static_cast<uint16_t>(0x2c00 + (rng() & 0xff));
-      std::memcpy(w.data() + i, &h, 2);
+      std::memcpy(wp + i, &h, 2);
     }
   }
-  for (int64_t m = 0; m < n_mat; ++m) pack_rows(type, w.data() + m * mat, rows, cols);
+  for (int64_t m = 0; m < n_mat; ++m) pack_rows(type, wp + m * mat, rows, cols);
   std::vector<block_q8_0> x(static_cast<size_t>(nt * cols / 32));
   for (auto& b : x) {
     b.d = 0x2c00;
@@ -89,7 +100,7 @@ int run(int argc, char** argv) {
     const double t0 = now_seconds();
     pool.parallel_for(n_mat, 1, [&](int64_t b, int64_t e, int th) {
       for (int64_t m = b; m < e; ++m) {
-        const uint8_t* p = w.data() + m * mat;
+        const uint8_t* p = wp + m * mat;
         if (v == 2)
           sums[th] += read_sum(p, mat / 256 * 256);
         else
@@ -112,11 +123,12 @@ int run(int argc, char** argv) {
   }
   const bool same = std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)) == 0;
   std::printf(
-      "%s %lld x %lld, %lld matrices (%.1f MiB), %lld tokens, %d threads, medians of %d: "
+      "%s %lld x %lld, %lld matrices (%.1f MiB%s), %lld tokens, %d threads, medians of %d: "
       "A %.1f GB/s, B %.1f GB/s, B/A %.3f, loads-only %.1f GB/s; outputs %s\n",
       argv[1], static_cast<long long>(rows), static_cast<long long>(cols),
-      static_cast<long long>(n_mat), mat * n_mat / 1048576.0, static_cast<long long>(nt), threads,
-      passes, med[0], med[1], med[1] / med[0], med[2], same ? "the same bits" : "DIFFER");
+      static_cast<long long>(n_mat), mat * n_mat / 1048576.0, huge ? ", 2 MiB pages" : "",
+      static_cast<long long>(nt), threads, passes, med[0], med[1], med[1] / med[0], med[2],
+      same ? "the same bits" : "DIFFER");
   return same ? 0 : 1;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_weights.h"
 #include "tensor/ops.h"
 
 namespace colibri {
@@ -33,14 +34,7 @@ Matrix make_matrix(DType t) {
   // random bytes with small fp16 scales otherwise (scale bytes are not read
   // for their value here, only their cost).
   std::mt19937 rng(1);
-  for (auto& b : m.bytes) b = static_cast<uint8_t>(rng() & 0x3B);
-  // MXFP4's exponent byte is read for its value: below e = 8 the scale
-  // products are float subnormals, which cost microcode assists (here 1.7x
-  // the time of 8 tokens). Exponents 118..125, scales 2^-10..2^-3, as in
-  // model files.
-  if (t == DType::MXFP4)
-    for (size_t i = 0; i < m.bytes.size(); i += dtype_info(t).block_bytes)
-      m.bytes[i] = static_cast<uint8_t>(118 + rng() % 8);
+  fill_bench_weights(t, m.bytes.data(), m.bytes.size(), rng);
   m.view.data = m.bytes.data();
   m.view.type = t;
   m.view.ne[0] = kRowLen;

@@ -25,6 +25,7 @@
 #include "base/aligned_buffer.h"
 #include "base/sys.h"
 #include "base/thread_pool.h"
+#include "bench_weights.h"
 #include "tensor/ops.h"
 
 namespace colibri {
@@ -65,13 +66,7 @@ std::unique_ptr<Set> make_set(DType type, bool huge, int64_t rows, int64_t cols,
     madvise(s->base, bytes / kHuge * kHuge, MADV_HUGEPAGE);
   }
   std::mt19937 rng(1);
-  for (size_t i = 0; i < bytes; ++i) s->base[i] = static_cast<uint8_t>(rng() & 0x3B);
-  // MXFP4's exponent byte is read for its value: small ones make the scale
-  // products float subnormals, which cost microcode assists (bench_kernels
-  // has the measurement). Exponents 118..125, as in model files.
-  if (type == DType::MXFP4)
-    for (size_t i = 0; i < bytes; i += dtype_info(type).block_bytes)
-      s->base[i] = static_cast<uint8_t>(118 + rng() % 8);
+  fill_bench_weights(type, s->base, bytes, rng);
   const bool packed = packs(type, rows);
   for (int64_t m = 0; m < s->n_mat; ++m) {
     if (packed) pack_rows(type, s->base + m * s->mat_bytes, rows, cols);

@@ -19,6 +19,7 @@
 
 #include "base/sys.h"
 #include "base/thread_pool.h"
+#include "bench_weights.h"
 #include "tensor/ops.h"
 #include "tensor/quant_blocks.h"
 
@@ -36,7 +37,8 @@ namespace {
 
 int run(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES]\n");
+    std::fprintf(stderr,
+                 "usage: kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge]\n");
     return 2;
   }
   DType type = DType::F32;
@@ -69,19 +71,8 @@ int run(int argc, char** argv) {
     size_t n;
     ~Unmap() { munmap(p, n); }
   } unmap{wp, bytes};
-  // Random quants; scales as model files have them (fp16 around 2^-4, E8M0
-  // 118..125: smaller ones make float subnormals, which cost microcode assists).
   std::mt19937 rng(1);
-  for (size_t i = 0; i < bytes; ++i) wp[i] = static_cast<uint8_t>(rng() & 0x3B);
-  const size_t block = dtype_info(type).block_bytes;
-  for (size_t i = 0; i < bytes; i += block) {
-    if (type == DType::MXFP4) {
-      wp[i] = static_cast<uint8_t>(118 + rng() % 8);
-    } else {
-      const uint16_t h = static_cast<uint16_t>(0x2c00 + (rng() & 0xff));
-      std::memcpy(wp + i, &h, 2);
-    }
-  }
+  fill_bench_weights(type, wp, bytes, rng);
   for (int64_t m = 0; m < n_mat; ++m) pack_rows(type, wp + m * mat, rows, cols);
   std::vector<block_q8_0> x(static_cast<size_t>(nt * cols / 32));
   for (auto& b : x) {

@@ -7,7 +7,7 @@
 #   bench/kernel_ab.sh HEAD . q8_0 1024 2048 128 8 2     # HEAD against the working tree
 #
 # A and B: a git revision (its copy of the file) or a path to a copy of it;
-# "." is the working tree's. TYPE: q4_0, q8_0, mxfp4 or q5_0. Needs the Release
+# "." is the working tree's. TYPE: q4_0, q8_0, mxfp4, q5_0, q4_K or q6_K. Needs the Release
 # build in build/ (its tensor and base libraries and the file's compile flags).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +33,10 @@ variant() {
   else
     git -C "$here" show "$src:$rel" > "$tmp/$tag.cpp"
   fi
+  # q6_K's packed kernel exists from its commit on.
+  local q6=""
+  grep -q "struct PackedQ6K" "$tmp/$tag.cpp" &&
+    q6="case DType::Q6_K: PackedQ6K::run(w, groups, x, xs, nt, n, y, ys); break;"
   sed -i -e "s/\badd_avx512_packed_kernels\b/kernel_ab_${tag}_add/g" \
     -e "s/\bq6_K_row_groups_avx512\b/kernel_ab_${tag}_q6_K/g" "$tmp/$tag.cpp"
   cat >> "$tmp/$tag.cpp" <<EOT
@@ -43,6 +47,8 @@ void kernel_ab_${tag}(DType t, const uint8_t* w, int64_t groups, const uint8_t* 
     case DType::Q4_0: Packed<DType::Q4_0>::run(w, groups, x, xs, nt, n, y, ys); break;
     case DType::Q8_0: Packed<DType::Q8_0>::run(w, groups, x, xs, nt, n, y, ys); break;
     case DType::MXFP4: Packed<DType::MXFP4>::run(w, groups, x, xs, nt, n, y, ys); break;
+    case DType::Q4_K: PackedQ4K::run(w, groups, x, xs, nt, n, y, ys); break;
+    $q6
     default: Packed<DType::Q5_0>::run(w, groups, x, xs, nt, n, y, ys); break;
   }
 }

@@ -22,7 +22,8 @@
 namespace colibri {
 namespace {
 
-constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::MXFP4};
+constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0,
+                                  DType::Q4_K, DType::Q6_K, DType::MXFP4};
 
 struct Case {
   std::vector<uint8_t> w;  // n_rows plain rows

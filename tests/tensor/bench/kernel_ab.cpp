@@ -42,19 +42,22 @@ int run(int argc, char** argv) {
     return 2;
   }
   DType type = DType::F32;
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::MXFP4, DType::Q5_0})
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::MXFP4, DType::Q5_0, DType::Q4_K, DType::Q6_K})
     if (dtype_name(t) == std::string(argv[1])) type = t;
   if (type == DType::F32) {
-    std::fprintf(stderr, "type %s: one of q4_0, q8_0, mxfp4, q5_0\n", argv[1]);
+    std::fprintf(stderr, "type %s: one of q4_0, q8_0, mxfp4, q5_0, q4_K, q6_K\n", argv[1]);
     return 2;
   }
+  const bool k_quant = type == DType::Q4_K || type == DType::Q6_K;
   const int64_t rows = std::atoll(argv[2]), cols = std::atoll(argv[3]);
   const double mib = std::atof(argv[4]);
   const int64_t nt = argc > 5 ? std::atoll(argv[5]) : 1;
   const int threads = argc > 6 ? std::atoi(argv[6]) : 1;
   const int passes = argc > 7 ? std::atoi(argv[7]) : 10;
-  if (rows % 16 != 0 || cols % 32 != 0 || nt < 1 || threads < 1 || passes < 1) {
-    std::fprintf(stderr, "rows a multiple of 16, cols of 32, tokens, threads, passes >= 1\n");
+  if (rows % 16 != 0 || cols % (k_quant ? 256 : 32) != 0 || nt < 1 || threads < 1 || passes < 1) {
+    std::fprintf(
+        stderr,
+        "rows a multiple of 16, cols of 32 (k-quants: 256), tokens, threads, passes >= 1\n");
     return 2;
   }
   const size_t mat = row_bytes(type, cols) * static_cast<size_t>(rows);
@@ -74,12 +77,30 @@ int run(int argc, char** argv) {
   std::mt19937 rng(1);
   fill_bench_weights(type, wp, bytes, rng);
   for (int64_t m = 0; m < n_mat; ++m) pack_rows(type, wp + m * mat, rows, cols);
-  std::vector<block_q8_0> x(static_cast<size_t>(nt * cols / 32));
-  for (auto& b : x) {
-    b.d = 0x2c00;
-    for (auto& q : b.qs) q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  // The activations as the weight type's dot type: q8_0 blocks, or q8_K
+  // (with their 16-element sums) for q4_K and q6_K.
+  const size_t x_stride = k_quant ? static_cast<size_t>(cols / 256) * sizeof(block_q8_K)
+                                  : static_cast<size_t>(cols / 32) * sizeof(block_q8_0);
+  std::vector<uint8_t> x(x_stride * static_cast<size_t>(nt));
+  auto draw = [&] { return static_cast<int8_t>(static_cast<int>(rng() % 255) - 127); };
+  if (k_quant) {
+    auto* xb = reinterpret_cast<block_q8_K*>(x.data());
+    for (int64_t i = 0; i < nt * cols / 256; ++i) {
+      xb[i].d = 0.01f;
+      for (auto& q : xb[i].qs) q = draw();
+      for (int j = 0; j < 16; ++j) {
+        int sum = 0;
+        for (int k = 0; k < 16; ++k) sum += xb[i].qs[16 * j + k];
+        xb[i].bsums[j] = static_cast<int16_t>(sum);
+      }
+    }
+  } else {
+    auto* xb = reinterpret_cast<block_q8_0*>(x.data());
+    for (int64_t i = 0; i < nt * cols / 32; ++i) {
+      xb[i].d = 0x2c00;
+      for (auto& q : xb[i].qs) q = draw();
+    }
   }
-  const size_t x_stride = static_cast<size_t>(cols / 32) * sizeof(block_q8_0);
   const size_t ys = static_cast<size_t>(rows * nt);
   std::vector<float> y[2] = {std::vector<float>(ys * n_mat), std::vector<float>(ys * n_mat)};
   const PackedRun fn[2] = {kernel_ab_a, kernel_ab_b};
@@ -95,8 +116,8 @@ int run(int argc, char** argv) {
         if (v == 2)
           sums[th] += read_sum(p, mat / 256 * 256);
         else
-          fn[v](type, p, rows / 16, reinterpret_cast<const uint8_t*>(x.data()), x_stride, nt, cols,
-                y[v].data() + m * ys, static_cast<size_t>(rows));
+          fn[v](type, p, rows / 16, x.data(), x_stride, nt, cols, y[v].data() + m * ys,
+                static_cast<size_t>(rows));
       }
     });
     return static_cast<double>(mat * n_mat) / (now_seconds() - t0) / 1e9;

@@ -32,6 +32,15 @@
 //           W1 = sc4 | sc6 << 6 | (m6 & 15) << 12 | sc5 << 16 | sc7 << 22 | (m7 & 15) << 28
 //           W2 = m0 | m2 << 6 | (m4 >> 4) << 12 | (m6 >> 4) << 14 | m1 << 16 | m3 << 22
 //                | (m5 >> 4) << 28 | (m7 >> 4) << 30
+//   q6_K: per super-block b, 48 word vectors at 3072 b + 64 v + 4 i: v = w
+//         (w < 16) is word w of row i's QA = [ql 0..31 | ql 64..95], v = 16 +
+//         w word w of QB = [ql 32..63 | ql 96..127], v = 32 + w word w of qh
+//         (bytes 4 w .. 4 w + 3), so that byte j of QA, QB and qh words w go
+//         together as the plain AVX-512 kernel pairs them (kernels/x86/
+//         q6_k_fields.h: four vectors of 6-bit codes for weights 32 k + 4 w
+//         (w < 8) or 128 + 32 k + 4 (w - 8), k < 4); then after all nb
+//         super-blocks the scales, row i's of sub-block j at 3072 nb + 256 b +
+//         16 j + i; then d at 3328 nb + 32 b + 2 i.
 //
 // A group takes exactly the bytes of its 16 rows, so packing happens in place
 // and row ranges that are whole groups keep their offsets.
@@ -44,7 +53,9 @@
 // super-block: S = sum over its 8 sub-blocks of scale_s * (exact integer dot
 // of the sub-block), M = sum of min_s * (the activations' sum over the
 // sub-block), then acc = fma(float(S), d_w * d_x, acc) and acc =
-// fma(-float(M), dmin_w * d_x, acc).
+// fma(-float(M), dmin_w * d_x, acc). q6_K per super-block: I = sum over its
+// 16 sub-blocks of scale_j * (exact integer dot of (u - 32) with the
+// activations), then acc = fma(float(I), d_w * d_x, acc).
 #include <cmath>
 #include <cstring>
 
@@ -210,6 +221,99 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
           std::memcpy(&dmin, ds + b * kQ4KD + 32 + 2 * i, 2);
           acc = std::fma(static_cast<float>(S), half_to_float(d) * xb[b].d, acc);
           acc = std::fma(-static_cast<float>(M), half_to_float(dmin) * xb[b].d, acc);
+        }
+        y[t * y_stride + g * kRows + i] = acc;
+      }
+    }
+  }
+}
+
+namespace {
+
+constexpr size_t kQ6KQs = 3072, kQ6KScales = 256, kQ6KD = 32;  // per super-block and group
+
+// Plain byte offset (in ql, or in qh for v >= 32) of byte c of word vector v.
+size_t q6_K_plain_byte(int v, int c) {
+  const int w = v % 16;
+  const size_t in_half = static_cast<size_t>(4 * (w % 8) + c);
+  if (v >= 32) return static_cast<size_t>(4 * w + c);
+  return (w < 8 ? 0 : 64) + (v >= 16 ? 32 : 0) + in_half;
+}
+
+}  // namespace
+
+void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  uint8_t* scales = dst + nb * kQ6KQs;
+  uint8_t* ds = scales + nb * kQ6KScales;
+  for (int i = 0; i < kRows; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* q = dst + b * kQ6KQs;
+      if (i >= rows) {  // zero codes, scales and d: the row adds nothing
+        for (int v = 0; v < 48; ++v) std::memset(q + 64 * v + 4 * i, 0, 4);
+        for (int j = 0; j < 16; ++j) scales[b * kQ6KScales + 16 * j + i] = 0;
+        std::memset(ds + b * kQ6KD + 2 * i, 0, 2);
+        continue;
+      }
+      const auto* blk = reinterpret_cast<const block_q6_K*>(src + i * src_stride) + b;
+      for (int v = 0; v < 48; ++v)
+        for (int c = 0; c < 4; ++c)
+          q[64 * v + 4 * i + c] = (v >= 32 ? blk->qh : blk->ql)[q6_K_plain_byte(v, c)];
+      for (int j = 0; j < 16; ++j)
+        scales[b * kQ6KScales + 16 * j + i] = static_cast<uint8_t>(blk->scales[j]);
+      std::memcpy(ds + b * kQ6KD + 2 * i, &blk->d, 2);
+    }
+}
+
+void unpack_row_q6_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  const uint8_t* scales = group + nb * kQ6KQs;
+  const uint8_t* ds = scales + nb * kQ6KScales;
+  for (int64_t b = 0; b < nb; ++b) {
+    auto* blk = reinterpret_cast<block_q6_K*>(dst) + b;
+    const uint8_t* q = group + b * kQ6KQs;
+    for (int v = 0; v < 48; ++v)
+      for (int c = 0; c < 4; ++c)
+        (v >= 32 ? blk->qh : blk->ql)[q6_K_plain_byte(v, c)] = q[64 * v + 4 * i + c];
+    for (int j = 0; j < 16; ++j)
+      blk->scales[j] = static_cast<int8_t>(scales[b * kQ6KScales + 16 * j + i]);
+    std::memcpy(&blk->d, ds + b * kQ6KD + 2 * i, 2);
+  }
+}
+
+void packed_q6_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                 int64_t n, float* y, size_t y_stride) {
+  const int64_t nb = n / kQK_K;
+  const size_t group_bytes = static_cast<size_t>(nb) * (kQ6KQs + kQ6KScales + kQ6KD);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* gw = w + g * group_bytes;
+    const uint8_t* scales = gw + nb * kQ6KQs;
+    const uint8_t* ds = scales + nb * kQ6KScales;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
+      for (int i = 0; i < kRows; ++i) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* q = gw + b * kQ6KQs;
+          int32_t I = 0;
+          for (int j = 0; j < 16; ++j) {
+            int32_t isum = 0;
+            for (int l = 0; l < 16; ++l) {
+              // Weight e = 16 j + l: half h, field k (its 32-weight quarter of
+              // the half) and position p < 32 within it.
+              const int e = 16 * j + l, h = e / 128, k = (e % 128) / 32, p = e % 32;
+              const int word = 8 * h + p / 4, c = p % 4;
+              const uint8_t qa = q[64 * (k % 2 ? 16 + word : word) + 4 * i + c];
+              const uint8_t qh = q[64 * (32 + word) + 4 * i + c];
+              const int nib = k < 2 ? qa & 0xF : qa >> 4;
+              const int u = nib | ((qh >> (2 * k)) & 3) << 4;
+              isum += (u - 32) * xb[b].qs[e];
+            }
+            I += static_cast<int8_t>(scales[b * kQ6KScales + 16 * j + i]) * isum;
+          }
+          uint16_t d;
+          std::memcpy(&d, ds + b * kQ6KD + 2 * i, 2);
+          acc = std::fma(static_cast<float>(I), half_to_float(d) * xb[b].d, acc);
         }
         y[t * y_stride + g * kRows + i] = acc;
       }

@@ -69,6 +69,9 @@ struct Tables {
     traits[slot(DType::Q4_K)].pack_group = ref::pack_group_q4_K;
     traits[slot(DType::Q4_K)].unpack_row = ref::unpack_row_q4_K;
     traits[slot(DType::Q4_K)].packed_ref = ref::packed_q4_K;
+    traits[slot(DType::Q6_K)].pack_group = ref::pack_group_q6_K;
+    traits[slot(DType::Q6_K)].unpack_row = ref::unpack_row_q6_K;
+    traits[slot(DType::Q6_K)].packed_ref = ref::packed_q6_K;
     ref.attend = ref::attend<float>;
     ref.attend_batch = ref::attend_batch<float>;
     ref.attend_f16 = ref::attend<uint16_t>;

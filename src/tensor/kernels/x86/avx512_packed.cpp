@@ -477,6 +477,13 @@ struct PackedQ4K {
     const __m512i v = _mm512_loadu_si512(q + 64 * (8 * (s / 2) + k));
     return _mm512_and_si512(s % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0F));
   }
+  // The same for one token, where odd sub-blocks keep their nibbles in place
+  // as 16x their value (one andnot instead of a shift and an and): their
+  // chains come out 16x too, which the one-token products undo for free.
+  static __m512i nibbles_in_place(const uint8_t* q, int s, int k) {
+    const __m512i v = _mm512_loadu_si512(q + 64 * (8 * (s / 2) + k)), m = _mm512_set1_epi8(0x0F);
+    return s % 2 ? _mm512_andnot_si512(m, v) : _mm512_and_si512(v, m);
+  }
   static void unpack(const uint8_t* g, int64_t nb, int64_t b, Unpacked& u) {
     const uint8_t* q = g + b * kQs;
     for (int s = 0; s < 8; ++s)
@@ -490,7 +497,8 @@ struct PackedQ4K {
 
   // The products of one super-block for T tokens: S from the sub-blocks'
   // exact dots, M from the mins, two fmas into acc. sp: the scale pairs, for
-  // one token read straight from the weights (null: sub-block at a time).
+  // one token read straight from the weights, its odd sub-blocks' nibbles in
+  // place (nibbles_in_place; null: sub-block at a time, every nibble as it is).
   template <int T, typename Nib>
   static void products(Nib nib_of, const __m512i (&sc)[8], const __m512i* sp, const __m512i (&mp)[4],
                        __m512 dw, __m512 dmin, int64_t b, const block_q8_K* const* xb, const XPrepK* const* xp,
@@ -511,8 +519,12 @@ struct PackedQ4K {
           b0 = dpbusd_x(b0, nib_of(2 * p + 1, k), x + 32 + 4 * k);
           b1 = dpbusd_x(b1, nib_of(2 * p + 1, k + 1), x + 36 + 4 * k);
         }
-        S[0] = _mm512_dpwssd_epi32(S[0], _mm512_mask_blend_epi16(0xAAAAAAAA, a0, _mm512_slli_epi32(b0, 16)), sp[p]);
-        S[0] = _mm512_dpwssd_epi32(S[0], _mm512_mask_blend_epi16(0xAAAAAAAA, a1, _mm512_slli_epi32(b1, 16)), sp[p]);
+        // b0 and b1 are 16x the odd chains, whose true values fit an int16,
+        // so << 12 puts exactly them in the high halves.
+        S[0] = _mm512_dpwssd_epi32(
+            S[0], _mm512_mask_blend_epi16(0xAAAAAAAA, a0, _mm512_slli_epi32(b0, 12)), sp[p]);
+        S[0] = _mm512_dpwssd_epi32(
+            S[0], _mm512_mask_blend_epi16(0xAAAAAAAA, a1, _mm512_slli_epi32(b1, 12)), sp[p]);
       }
     } else {
 #pragma GCC unroll 8
@@ -569,8 +581,9 @@ struct PackedQ4K {
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));
       const __m512 dmin =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD + 32)));
-      products<T>([&](int s, int k) { return nibbles(q, s, k); }, sc, T == 1 ? sp : nullptr, mp, dw, dmin, b, xb,
-                  xp, acc);
+      products<T>(
+          [&](int s, int k) { return T == 1 ? nibbles_in_place(q, s, k) : nibbles(q, s, k); }, sc,
+          T == 1 ? sp : nullptr, mp, dw, dmin, b, xb, xp, acc);
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
@@ -771,39 +784,34 @@ struct Q6KGroups {
     __m512 d;
   };
 
-  static void unpack(const uint8_t* rows, size_t stride, Block& o) {
+  // The 16 rows' words of one super-block, lanes are rows: QA = [ql 0..31 |
+  // ql 64..95], QB = [ql 32..63 | ql 96..127] and qh (byte j of the three go
+  // together), the 16 sub-blocks' scales as int32 lanes, and d. The packed
+  // layout (kernels/ref/packed.cpp) stores the words as they are here.
+  struct Words {
+    __m512i qa[16], qb[16], qh[16], sc[16];
+    __m512 d;
+  };
+
+  static void from_rows(const uint8_t* rows, size_t stride, Words& o) {
     const size_t ql = offsetof(block_q6_K, ql), qhs = offsetof(block_q6_K, qh),
                  scs = offsetof(block_q6_K, scales);
-    // Words 0..15 of QA = [ql 0..31 | ql 64..95], QB = [ql 32..63 | ql 96..127]
-    // and qh: byte j of the three goes with byte j of the others.
-    __m512i qa[16], qb[16], qh[16], sv[4];
+    __m512i sv[4];
     auto words = [&](size_t off, __m512i* out) {
       __m512i t[4];
       transpose_words(rows + off, stride, t);
       for (int k = 0; k < 4; ++k) out[k] = t[k];
     };
     for (int h = 0; h < 2; ++h) {
-      words(ql + 64 * h, qa + 8 * h);
-      words(ql + 64 * h + 16, qa + 8 * h + 4);
-      words(ql + 64 * h + 32, qb + 8 * h);
-      words(ql + 64 * h + 48, qb + 8 * h + 4);
+      words(ql + 64 * h, o.qa + 8 * h);
+      words(ql + 64 * h + 16, o.qa + 8 * h + 4);
+      words(ql + 64 * h + 32, o.qb + 8 * h);
+      words(ql + 64 * h + 48, o.qb + 8 * h + 4);
     }
-    for (int m = 0; m < 4; ++m) words(qhs + 16 * m, qh + 4 * m);
+    for (int m = 0; m < 4; ++m) words(qhs + 16 * m, o.qh + 4 * m);
     words(scs, sv);
-    for (int w = 0; w < 16; ++w) {
-      // Word w of field k holds weights 32k + 4w (w < 8) or 128 + 32k + 4(w - 8).
-      __m512i f[4];
-      q6_K_fields(qa[w], qb[w], qh[w], f);
-      for (int k = 0; k < 4; ++k) o.u[w < 8 ? 8 * k + w : 32 + 8 * k + (w - 8)] = f[k];
-    }
     for (int j = 0; j < 16; ++j)
       o.sc[j] = _mm512_srai_epi32(_mm512_slli_epi32(sv[j / 4], 24 - 8 * (j % 4)), 24);
-    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    for (int p = 0; p < 8; ++p) {
-      const __m512i a = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(o.sc[2 * p], 5));
-      const __m512i b = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(o.sc[2 * p + 1], 5));
-      o.scb[p] = _mm512_or_si512(_mm512_and_si512(a, lo16), _mm512_slli_epi32(b, 16));
-    }
     alignas(64) float d[kPackRows];
     for (int i = 0; i < kPackRows; ++i) {
       uint16_t h;
@@ -811,6 +819,29 @@ struct Q6KGroups {
       d[i] = _cvtsh_ss(h);
     }
     o.d = _mm512_load_ps(d);
+  }
+
+  static void unpack(const Words& in, Block& o) {
+    for (int w = 0; w < 16; ++w) {
+      // Word w of field k holds weights 32k + 4w (w < 8) or 128 + 32k + 4(w - 8).
+      __m512i f[4];
+      q6_K_fields(in.qa[w], in.qb[w], in.qh[w], f);
+      for (int k = 0; k < 4; ++k) o.u[w < 8 ? 8 * k + w : 32 + 8 * k + (w - 8)] = f[k];
+    }
+    for (int j = 0; j < 16; ++j) o.sc[j] = in.sc[j];
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int p = 0; p < 8; ++p) {
+      const __m512i a = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(o.sc[2 * p], 5));
+      const __m512i b = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(o.sc[2 * p + 1], 5));
+      o.scb[p] = _mm512_or_si512(_mm512_and_si512(a, lo16), _mm512_slli_epi32(b, 16));
+    }
+    o.d = in.d;
+  }
+
+  static void unpack(const uint8_t* rows, size_t stride, Block& o) {
+    Words w;
+    from_rows(rows, stride, w);
+    unpack(w, o);
   }
 
   template <int T>
@@ -855,6 +886,171 @@ struct Q6KGroups {
   }
 };
 
+// q6_K over packed groups (kernels/ref/packed.cpp has the layout: the
+// words Q6KGroups::from_rows makes, as they are, then the scales and d).
+// Products of up to kDirect tokens read the words straight into vpdpbusd:
+// per word quad, q6_K_fields gives 16 vectors of codes (4 sub-blocks x 4
+// words); each sub-block's chain starts at -32 x its activation sum (the
+// codes' offset), takes 4 vpdpbusd and one vpmulld by the scales into S,
+// then one fma per super-block: the arithmetic of Q6KGroups and of the plain
+// kernel (Q6_KKernel in avx512.cpp), so all three give the same bits. More
+// tokens unpack each super-block once into Q6KGroups blocks and run its tiles.
+struct PackedQ6K {
+  static constexpr int kDirect = 4;
+  static constexpr size_t kQs = 3072, kScales = 256, kD = 32;
+
+  static void load(const uint8_t* g, int64_t nb, int64_t b, Q6KGroups::Words& o) {
+    const uint8_t* q = g + b * kQs;
+    for (int k = 0; k < 48; ++k) prefetch_line(q + 64 * k);
+    for (int w = 0; w < 16; ++w) {
+      o.qa[w] = _mm512_loadu_si512(q + 64 * w);
+      o.qb[w] = _mm512_loadu_si512(q + 64 * (16 + w));
+      o.qh[w] = _mm512_loadu_si512(q + 64 * (32 + w));
+    }
+    const uint8_t* sb = g + nb * kQs + b * kScales;
+    for (int j = 0; j < 16; ++j)
+      o.sc[j] =
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
+    o.d = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + nb * (kQs + kScales) + b * kD)));
+  }
+
+  // xo[t][16 b + j]: -32 x token t's activation sum over sub-block j of
+  // super-block b.
+  template <int T>
+  static void tile(const uint8_t* g, int64_t nb, const block_q8_K* const* xb,
+                   const int32_t* const* xo, float* y, size_t y_stride) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    const uint8_t* scales = g + nb * kQs;
+    const uint8_t* ds = scales + nb * kScales;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = g + b * kQs;
+      for (int k = 0; k < 48; ++k) prefetch_line(q + 64 * k);
+      const uint8_t* sb = scales + b * kScales;
+      // 12 quant bytes a scale byte, 96 a d byte.
+      for (int k = 0; k < 4; ++k) {
+        _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / 12 + 64 * k, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchFarBytes / 12 + 64 * k,
+                     _MM_HINT_T1);
+      }
+      _mm_prefetch(reinterpret_cast<const char*>(ds + b * kD) + kPrefetchFarBytes / 96,
+                   _MM_HINT_T0);
+      __m512i S[T];
+      for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int wq = 0; wq < 4; ++wq) {
+        __m512i u[4][4];  // [word of the quad][field]
+        for (int c = 0; c < 4; ++c) {
+          const int w = 4 * wq + c;
+          q6_K_fields(_mm512_loadu_si512(q + 64 * w), _mm512_loadu_si512(q + 64 * (16 + w)),
+                      _mm512_loadu_si512(q + 64 * (32 + w)), u[c]);
+        }
+        for (int k = 0; k < 4; ++k) {
+          // Field k of words 4 wq .. 4 wq + 3: the 16 weights of sub-block j.
+          const int j = 2 * k + (wq & 1) + (wq >= 2 ? 8 : 0);
+          const __m512i sc =
+              _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
+          for (int t = 0; t < T; ++t) {
+            const int8_t* x = xb[t][b].qs + 16 * j;
+            __m512i c = _mm512_set1_epi32(xo[t][16 * b + j]);
+            c = dpbusd_x(c, u[0][k], x);
+            c = dpbusd_x(c, u[1][k], x + 4);
+            c = dpbusd_x(c, u[2][k], x + 8);
+            c = dpbusd_x(c, u[3][k], x + 12);
+            S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(c, sc));
+          }
+        }
+      }
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)), acc[t]);
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  }
+
+  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K* const*, const int32_t* const*,
+                          float*, size_t);
+  template <int... Ts>
+  static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
+    struct Tiles {
+      TileFn f[kDirect];
+    };
+    return Tiles{{&tile<Ts + 1>...}};
+  }
+
+  static void run(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                  int64_t n, float* y, size_t y_stride) {
+    const int64_t nb = n / kQK_K;
+    const size_t group_bytes = static_cast<size_t>(nb) * (kQs + kScales + kD);
+    if (nt <= kDirect) {
+      static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kDirect>{});
+      // Grows to the largest call, then is reused: no allocation per token.
+      thread_local std::vector<int32_t> prep;
+      if (prep.size() < static_cast<size_t>(nt * nb * 16))
+        prep.resize(static_cast<size_t>(nt * nb * 16));
+      const block_q8_K* xb[kDirect];
+      const int32_t* xo[kDirect];
+      for (int64_t t = 0; t < nt; ++t) {
+        xb[t] = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
+        xo[t] = prep.data() + t * nb * 16;
+        for (int64_t b = 0; b < nb; ++b)
+          for (int j = 0; j < 16; ++j) prep[(t * nb + b) * 16 + j] = -32 * xb[t][b].bsums[j];
+      }
+      for (int64_t gi = 0; gi < n_groups; ++gi)
+        kTiles.f[nt - 1](w + gi * group_bytes, nb, xb, xo, y + gi * kPackRows, y_stride);
+      return;
+    }
+    static constexpr auto kTiles =
+        Q6KGroups::make_tiles(std::make_integer_sequence<int, Q6KGroups::kTile>{});
+    thread_local std::vector<Q6KGroups::Block> blocks;
+    if (blocks.size() < static_cast<size_t>(nb)) blocks.resize(static_cast<size_t>(nb));
+    for (int64_t gi = 0; gi < n_groups; ++gi) {
+      const uint8_t* g = w + gi * group_bytes;
+      for (int64_t b = 0; b < nb; ++b) {
+        Q6KGroups::Words words;
+        load(g, nb, b, words);
+        Q6KGroups::unpack(words, blocks[b]);
+      }
+      for (int64_t t = 0; t < nt; t += Q6KGroups::kTile) {
+        const int m = static_cast<int>(std::min<int64_t>(Q6KGroups::kTile, nt - t));
+        const block_q8_K* xb[Q6KGroups::kTile];
+        for (int k = 0; k < m; ++k)
+          xb[k] = reinterpret_cast<const block_q8_K*>(x + (t + k) * x_stride);
+        kTiles.f[m - 1](blocks.data(), nb, xb, y + t * y_stride + gi * kPackRows, y_stride);
+      }
+    }
+  }
+};
+
+// q6_K: the words of Q6KGroups::from_rows stored as they are, the scales
+// narrowed back to bytes, d copied.
+void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  if (rows < kPackRows) return type_traits(DType::Q6_K).pack_group(src, src_stride, rows, dst, n);
+  const int64_t nb = n / kQK_K;
+  uint8_t* scales = dst + nb * PackedQ6K::kQs;
+  uint8_t* ds = scales + nb * PackedQ6K::kScales;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = src + b * sizeof(block_q6_K);
+    Q6KGroups::Words w;
+    Q6KGroups::from_rows(blk, src_stride, w);
+    uint8_t* q = dst + b * PackedQ6K::kQs;
+    for (int v = 0; v < 16; ++v) {
+      _mm512_storeu_si512(q + 64 * v, w.qa[v]);
+      _mm512_storeu_si512(q + 64 * (16 + v), w.qb[v]);
+      _mm512_storeu_si512(q + 64 * (32 + v), w.qh[v]);
+    }
+    for (int j = 0; j < 16; ++j)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + b * PackedQ6K::kScales + 16 * j),
+                       _mm512_cvtepi32_epi8(w.sc[j]));
+    for (int i = 0; i < kPackRows; ++i)
+      std::memcpy(ds + b * PackedQ6K::kD + 2 * i, blk + i * src_stride + offsetof(block_q6_K, d),
+                  2);
+  }
+}
+
 }  // namespace
 
 void q6_K_row_groups_avx512(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
@@ -895,6 +1091,8 @@ void add_avx512_packed_kernels(KernelTable& t) {
   t.pack_group[slot(DType::Q8_0)] = pack_group_q<DType::Q8_0, 8, sizeof(block_q8_0), 2>;
   t.pack_group[slot(DType::MXFP4)] = pack_group_q<DType::MXFP4, 4, sizeof(block_mxfp4), 1>;
   t.pack_group[slot(DType::Q4_K)] = pack_group_q4_K;
+  t.packed[slot(DType::Q6_K)] = PackedQ6K::run;
+  t.pack_group[slot(DType::Q6_K)] = pack_group_q6_K;
 }
 
 }  // namespace colibri

@@ -50,6 +50,21 @@ constexpr int kPrefetchFarBytes = 16384;
   _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
   _mm_prefetch(static_cast<const char*>(p) + kPrefetchFarBytes, _MM_HINT_T1);
 }
+
+// A k-quant super-block's quant lines (prefetch_line) and its scale lines,
+// these at the same lead in super-blocks: kQsPerScale quant bytes a scale
+// byte. Always inlined, as prefetch_line.
+template <int kQuantLines, int kScaleLines, int kQsPerScale>
+[[gnu::always_inline]] inline void prefetch_superblock(const uint8_t* q, const uint8_t* sb) {
+  for (int k = 0; k < kQuantLines; ++k) prefetch_line(q + 64 * k);
+  for (int k = 0; k < kScaleLines; ++k) {
+    _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / kQsPerScale + 64 * k,
+                 _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchFarBytes / kQsPerScale + 64 * k,
+                 _MM_HINT_T1);
+  }
+}
+
 constexpr int64_t kTokenBlock = 64;
 
 // Per token and block: -zero * sum(x) and d_x.
@@ -567,12 +582,8 @@ struct PackedQ4K {
     const uint8_t* ds = scales + nb * kScales;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQs;
-      for (int k = 0; k < 32; ++k) prefetch_line(q + 64 * k);
       const uint8_t* sb = scales + b * kScales;
-      for (int k = 0; k < 3; ++k) {
-        _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / 8 + 64 * k, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchFarBytes / 8 + 64 * k, _MM_HINT_T1);
-      }
+      prefetch_superblock<32, 3, 8>(q, sb);
       __m512i sc[8], sp[4], mp[4];
       if constexpr (T == 1)
         scale_pairs(sb, sp, mp);  // one token takes the pairs as they are
@@ -926,14 +937,8 @@ struct PackedQ6K {
     const uint8_t* ds = scales + nb * kScales;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQs;
-      for (int k = 0; k < 48; ++k) prefetch_line(q + 64 * k);
       const uint8_t* sb = scales + b * kScales;
-      // 12 quant bytes a scale byte, 96 a d byte.
-      for (int k = 0; k < 4; ++k) {
-        _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / 12 + 64 * k, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchFarBytes / 12 + 64 * k,
-                     _MM_HINT_T1);
-      }
+      prefetch_superblock<48, 4, 12>(q, sb);  // 12 quant bytes a scale byte, 96 a d byte
       _mm_prefetch(reinterpret_cast<const char*>(ds + b * kD) + kPrefetchFarBytes / 96,
                    _MM_HINT_T0);
       __m512i S[T];

@@ -37,6 +37,7 @@ variant() {
   local q6=""
   grep -q "struct PackedQ6K" "$tmp/$tag.cpp" &&
     q6="case DType::Q6_K: PackedQ6K::run(w, groups, x, xs, nt, n, y, ys); break;"
+  # (q6_K_row_groups_avx512: the external name of revisions before 9e5bb88.)
   sed -i -e "s/\badd_avx512_packed_kernels\b/kernel_ab_${tag}_add/g" \
     -e "s/\bq6_K_row_groups_avx512\b/kernel_ab_${tag}_q6_K/g" "$tmp/$tag.cpp"
   cat >> "$tmp/$tag.cpp" <<EOT

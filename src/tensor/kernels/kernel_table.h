@@ -140,10 +140,4 @@ void add_neon_i8mm_kernels(KernelTable& t);
 void add_neon_fhm_kernels(KernelTable& t);
 void add_neon_bf16_kernels(KernelTable& t);
 
-// The q6_K tile on AVX-512 for prompts: nr (a multiple of 16) rows in
-// groups of 16 unpacked once per call, then products as the TileFn contract
-// says, bit for bit the values of the AVX-512 q6_K dot.
-void q6_K_row_groups_avx512(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
-                            int64_t nt, int64_t n, float* y, size_t y_stride);
-
 }  // namespace colibri

@@ -77,29 +77,15 @@ int run(int argc, char** argv) {
   std::mt19937 rng(1);
   fill_bench_weights(type, wp, bytes, rng);
   for (int64_t m = 0; m < n_mat; ++m) pack_rows(type, wp + m * mat, rows, cols);
-  // The activations as the weight type's dot type: q8_0 blocks, or q8_K
-  // (with their 16-element sums) for q4_K and q6_K.
-  const size_t x_stride = k_quant ? static_cast<size_t>(cols / 256) * sizeof(block_q8_K)
-                                  : static_cast<size_t>(cols / 32) * sizeof(block_q8_0);
+  // The activations, random floats quantized to the weight type's dot type
+  // (q8_0 blocks, or q8_K with their sums for the k-quants).
+  const size_t x_stride = activation_bytes(type, Precision::kNative, cols);
   std::vector<uint8_t> x(x_stride * static_cast<size_t>(nt));
-  auto draw = [&] { return static_cast<int8_t>(static_cast<int>(rng() % 255) - 127); };
-  if (k_quant) {
-    auto* xb = reinterpret_cast<block_q8_K*>(x.data());
-    for (int64_t i = 0; i < nt * cols / 256; ++i) {
-      xb[i].d = 0.01f;
-      for (auto& q : xb[i].qs) q = draw();
-      for (int j = 0; j < 16; ++j) {
-        int sum = 0;
-        for (int k = 0; k < 16; ++k) sum += xb[i].qs[16 * j + k];
-        xb[i].bsums[j] = static_cast<int16_t>(sum);
-      }
-    }
-  } else {
-    auto* xb = reinterpret_cast<block_q8_0*>(x.data());
-    for (int64_t i = 0; i < nt * cols / 32; ++i) {
-      xb[i].d = 0x2c00;
-      for (auto& q : xb[i].qs) q = draw();
-    }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> xf(static_cast<size_t>(cols));
+  for (int64_t t = 0; t < nt; ++t) {
+    for (float& v : xf) v = nd(rng);
+    quantize_activation(type, Precision::kNative, xf.data(), x.data() + t * x_stride, cols);
   }
   const size_t ys = static_cast<size_t>(rows * nt);
   std::vector<float> y[2] = {std::vector<float>(ys * n_mat), std::vector<float>(ys * n_mat)};

@@ -565,23 +565,6 @@ struct GroupKernel512 {
   }
 };
 
-// q6_K products of this many tokens or more run on 16-row groups unpacked
-// once per call (avx512_packed.cpp); fewer, and rows past the last whole
-// group, on the plain kernel. Both give the same bits. bench_kernels (64 MB,
-// rows of 4096, one core), plain -> groups: 64 tokens 0.81 -> 1.40-1.47 GB/s
-// of weights, 8 tokens 5.8-6.0 -> 6.2-6.4, 4 tokens 11.3 -> 8.0; OLMoE
-// Q4_K_M pp512 164-167 -> 180-186 tok/s, decode unchanged.
-constexpr int64_t kQ6KGroupTokens = 8;
-
-void q6_K_tile(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride, int64_t nt,
-               int64_t n, float* y, size_t y_stride) {
-  const int64_t grouped = nt >= kQ6KGroupTokens ? nr / kPackRows * kPackRows : 0;
-  if (grouped > 0) q6_K_row_groups_avx512(w, w_stride, grouped, x, x_stride, nt, n, y, y_stride);
-  if (grouped < nr)
-    PreparedFamily<Q6_KKernel, 2, 8>::tile(w + grouped * w_stride, w_stride, nr - grouped, x, x_stride, nt, n,
-                                           y + grouped, y_stride);
-}
-
 // Four 512-bit sums, 256 bytes (four cache lines) a step.
 uint64_t read_sum_512(const void* p, size_t bytes) {
   const auto* v = static_cast<const __m512i*>(p);
@@ -639,7 +622,10 @@ void add_avx512_kernels(KernelTable& t) {
   // Tiles of 2 rows x 8 tokens: a row's unpacking serves 8 tokens (OLMoE
   // Q4_K_M pp64 138-140 -> 143 tok/s against 4 x 4; 1 x 16 no better).
   t.dot[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::dot;
-  t.tile[slot(DType::Q6_K)] = q6_K_tile;
+  // Plain-layout q6_K products: every product runs the packed kernel
+  // (PackedQ6K in avx512_packed.cpp, the same bits), so this tile serves
+  // only callers of the table's plain entries.
+  t.tile[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
   add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
   t.attend = attend_512<float>;

@@ -776,16 +776,16 @@ void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
   }
 }
 
-// q6_K prompts: groups of 16 rows are unpacked once per call into the
-// lanes-are-rows form (u = 0..63 as bytes, four consecutive weights of a row
-// per lane; per sub-block the rows' scales as int32 lanes and -32 x the
-// scales as int16 pairs; the rows' d), and every tile of up to 8 tokens runs
-// over it with one vpdpbusd per 4 weights x 16 rows: per sub-block, 4 of
-// them then one vpmulld by the scales; the -32 offset is 8 vpdpwssd of the
-// scales against the activations' sub-block sums. Per (row, token) and
-// super-block that is the exact integer dot I, added as fma(I, d_w x d_x,
-// acc) in super-block order: the arithmetic of the plain kernel (Q6_KKernel
-// in avx512.cpp), which serves decode and the rows and tokens left over.
+// q6_K prompts: each super-block of a packed group (its words, below) is
+// unpacked once per call into the lanes-are-rows form (u = 0..63 as bytes,
+// four consecutive weights of a row per lane; per sub-block the rows' scales
+// as int32 lanes and -32 x the scales as int16 pairs; the rows' d), and every
+// tile of up to 8 tokens runs over it with one vpdpbusd per 4 weights x 16
+// rows: per sub-block, 4 of them then one vpmulld by the scales; the -32
+// offset is 8 vpdpwssd of the scales against the activations' sub-block
+// sums. Per (row, token) and super-block that is the exact integer dot I,
+// added as fma(I, d_w x d_x, acc) in super-block order: the arithmetic of the
+// plain kernel (Q6_KKernel in avx512.cpp).
 struct Q6KGroups {
   static constexpr int kTile = 8;
   struct Block {
@@ -847,12 +847,6 @@ struct Q6KGroups {
       o.scb[p] = _mm512_or_si512(_mm512_and_si512(a, lo16), _mm512_slli_epi32(b, 16));
     }
     o.d = in.d;
-  }
-
-  static void unpack(const uint8_t* rows, size_t stride, Block& o) {
-    Words w;
-    from_rows(rows, stride, w);
-    unpack(w, o);
   }
 
   template <int T>
@@ -1057,33 +1051,6 @@ void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
 }
 
 }  // namespace
-
-void q6_K_row_groups_avx512(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
-                            int64_t nt, int64_t n, float* y, size_t y_stride) {
-  static constexpr auto kTiles = Q6KGroups::make_tiles(std::make_integer_sequence<int, Q6KGroups::kTile>{});
-  CLB_ASSERT(nr % kPackRows == 0);
-  const int64_t nb = n / kQK_K;
-  // Grows to the longest row, then is reused: no allocation per call.
-  thread_local std::vector<Q6KGroups::Block> blocks;
-  if (blocks.size() < static_cast<size_t>(nb)) blocks.resize(static_cast<size_t>(nb));
-  for (int64_t r = 0; r < nr; r += kPackRows) {
-    const uint8_t* rows = w + r * w_stride;
-    for (int64_t b = 0; b < nb; ++b) {
-      if (b + 2 < nb)
-        for (int i = 0; i < kPackRows; ++i)
-          for (int l = 0; l < 4; ++l)
-            _mm_prefetch(reinterpret_cast<const char*>(rows + i * w_stride + (b + 2) * sizeof(block_q6_K)) + 64 * l,
-                         _MM_HINT_T0);
-      Q6KGroups::unpack(rows + b * sizeof(block_q6_K), w_stride, blocks[b]);
-    }
-    for (int64_t t = 0; t < nt; t += Q6KGroups::kTile) {
-      const int m = static_cast<int>(std::min<int64_t>(Q6KGroups::kTile, nt - t));
-      const block_q8_K* xb[Q6KGroups::kTile];
-      for (int k = 0; k < m; ++k) xb[k] = reinterpret_cast<const block_q8_K*>(x + (t + k) * x_stride);
-      kTiles.f[m - 1](blocks.data(), nb, xb, y + t * y_stride + r, y_stride);
-    }
-  }
-}
 
 void add_avx512_packed_kernels(KernelTable& t) {
   t.packed[slot(DType::Q4_0)] = Packed<DType::Q4_0>::run;

@@ -5,7 +5,12 @@
 #   bench/stream.sh MODEL.gguf LIMIT [colibri run flags...]
 #   bench/stream.sh /work/synth/olmoe-1b-7b-q8_0.gguf 3G -n 128 --temp 1 -s 1 -t 2
 #   PROMPT="$(cat long.txt)" bench/stream.sh ...   (prompt speed under the limit)
+#   READ_MBPS=1300 bench/stream.sh ...   (the file's disk read at most 1300 MB/s)
 #
+# READ_MBPS caps the reads of the file's block device (cgroup v1 blkio
+# throttle), so that a run reads at a known rate: a host that keeps the file in
+# its own cache (drop_caches empties only this machine's) reads it far faster
+# than its disk would, and differently from run to run.
 # The budget given to colibri (--mem) is LIMIT less the fixed overhead the plan
 # states, so the whole process, page cache included, must fit in LIMIT.
 set -euo pipefail
@@ -26,10 +31,23 @@ echo "$limit_b" > "$cg/memory.limit_in_bytes"
 sync
 echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not drop caches: not a cold start)"
 echo "limit $limit ($limit_b bytes), --mem $mem_b bytes"
+procs=("$cg/cgroup.procs")
+if [[ -n ${READ_MBPS:-} ]]; then
+  dev=$(stat -c %d "$model")
+  sys=$(readlink -f "/sys/dev/block/$((dev >> 8)):$((dev & 255))")
+  [[ -f $sys/partition ]] && sys=$(dirname "$sys")  # the throttle is the whole disk's
+  majmin=$(cat "$sys/dev")
+  bcg=/sys/fs/cgroup/blkio$(awk -F: '$2=="blkio"{print $3}' /proc/self/cgroup)/colibri-bench-$$
+  mkdir "$bcg"
+  trap 'rmdir "$cg" "$bcg" 2>/dev/null || true' EXIT
+  echo "$majmin $((READ_MBPS * 1000000))" > "$bcg/blkio.throttle.read_bps_device"
+  procs+=("$bcg/cgroup.procs")
+  echo "reads of $majmin capped at $READ_MBPS MB/s"
+fi
 start=$(date +%s.%N)
 set +e
 prompt=${PROMPT:-The history of the}
-bash -c 'echo $$ > "$0"/cgroup.procs; exec "$@"' "$cg" "$bin" run -m "$model" --mem "$mem_b" -p "$prompt" "$@" >/dev/null 2>/tmp/colibri-stream.err
+bash -c 'for p in $0; do echo $$ > "$p"; done; exec "$@"' "${procs[*]}" "$bin" run -m "$model" --mem "$mem_b" -p "$prompt" "$@" >/dev/null 2>/tmp/colibri-stream.err
 rc=$?
 set -e
 end=$(date +%s.%N)

@@ -219,20 +219,27 @@ void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()
     if (open) break;
     cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return warm_stop_; });
   }
-  // A few slabs in flight, counting the forward pass's own loads: its reads
-  // jump the engine's queue, and this keeps the queue short behind them.
-  constexpr int kInFlight = 8;
+  // Only on a disk the forward pass leaves idle: a new read starts while
+  // none of its loads is in flight, and one slab of the warm-up at a time,
+  // since a miss (whose reads jump the engine's queue) still shares the disk
+  // with the warm-up's reads in flight. With eight slabs in flight whatever
+  // the forward pass did, OLMoE-1B-7B Q4_0 at a 4G limit on a disk capped at
+  // 1.3 GB/s took 1.2-2.1 s to its first token (now 0.9-1.0 s); on a fast
+  // disk the warm-up still ends in 1-2 s (bench/RESULTS.md).
+  constexpr int kInFlight = 1;
   int next = n_pinned_;  // slots fill in order; the warm-up never evicts
   for (int l = 0; l < n_layer_ && next < n_pinned_ + active_; ++l) {
     if (!layers_[l].gate_exps.data) continue;
     for (int e = 0; e < n_expert_; ++e) {
-      cv_.wait(lock, [&] { return warm_stop_ || loading_ < kInFlight; });
+      cv_.wait(lock, [&] { return warm_stop_ || (loading_ == warming_ && warming_ < kInFlight); });
       if (warm_stop_) return;
       const int32_t key = l * n_expert_ + e;
       if (where_[key] >= 0) continue;
       while (next < n_pinned_ + active_ && slots_[next].state != State::kEmpty) ++next;
       if (next >= n_pinned_ + active_) break;  // no empty slot left
       start_load(next, key, false, false);
+      slots_[next].warming = true;
+      ++warming_;
       ++stats_.warm_loads;
     }
   }
@@ -333,6 +340,10 @@ void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
   if (--s.pending > 0) return;
   s.state = s.failed ? State::kFailed : State::kReady;
   --self->loading_;
+  if (s.warming) {
+    s.warming = false;
+    --self->warming_;
+  }
   self->cv_.notify_all();
 }
 

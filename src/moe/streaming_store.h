@@ -22,10 +22,12 @@
 // system (MADV_DONTNEED). Retired slots are used again when room returns.
 //
 // Warm-up (StreamingOptions::warm_when): a background thread reads every
-// expert, layer by layer in file order, into empty slots, a few slabs in
-// flight at a time behind the forward pass's own loads, so a cache that can
+// expert, layer by layer in file order, into empty slots, so a cache that can
 // hold everything is full after one sequential pass over the file instead of
-// after every expert has been routed to once.
+// after every expert has been routed to once. It only uses a disk the forward
+// pass leaves idle: a new warm-up read starts only while none of the forward
+// pass's loads (misses, guesses) is in flight, one slab at a time, so that a
+// miss shares the disk with little.
 //
 // Thread safety: acquire/release/prefetch come from the forward pass's thread;
 // completions arrive on I/O threads; one mutex guards the slot table.
@@ -120,6 +122,7 @@ class StreamingExpertStore : public ExpertStore {
     bool pinned = false;
     bool failed = false;   // a part failed; set while loading
     bool guessed = false;  // loaded for a prediction, not acquired since
+    bool warming = false;  // loading for the warm-up
     int users = 0;         // acquire() without release()
     int pending = 0;       // parts in flight
     uint64_t visit = 0;    // layer visit of the last touch
@@ -223,6 +226,7 @@ class StreamingExpertStore : public ExpertStore {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int loading_ = 0;       // slots in State::kLoading
+  int warming_ = 0;       // of them, the warm-up's
   int active_layer_ = -1;
   uint64_t visit_ = 0;    // counts entries into a layer (acquire of a new layer, or prefetch)
   uint64_t now_ = 0;      // acquire ticks, the policy's clock

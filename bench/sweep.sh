@@ -75,8 +75,9 @@ for lim in $limits; do
   run_gb_s=$(grep -o 'at [0-9.]* GB/s' <<<"$out" | awk '{print $2}' || true)
   slots=$(grep -o 'cache slots [0-9]* of [0-9]*' <<<"$out" | awk '{print $3 "/" $5}' || true)
   usage=$(grep -o 'max_usage [^ ]*' <<<"$out" | awk '{print $2}' || true)
+  fails=$(grep -o 'failcnt [0-9]*' <<<"$out" | awk '{print $2}' || true)
   bound=$(awk -v d="$disk_gb_s" -v m="${mbt:-0}" -v c="${mem_tps:-0}" \
     'BEGIN { b = m > 0 ? d * 1000 / m : 0; if (c > 0 && (b == 0 || c < b)) b = c; if (b > 0) printf "%.1f", b; else print "-" }')
   share=$(awk -v t="${tps%% *}" -v b="$bound" 'BEGIN { if (b + 0 > 0) printf "%.0f%%", 100 * t / b; else print "-" }')
-  echo "| $lim | ${tps:-?} | ${first:-?} s | ${hit:-100} | ${mbt:-0} | ${run_gb_s:--} | $bound | $share | ${slots:--} | ${usage:-?} |"
+  echo "| $lim | ${tps:-?} | ${first:-?} s | ${hit:-100} | ${mbt:-0} | ${run_gb_s:--} | $bound | $share | ${slots:--} | ${usage:-?} (failcnt ${fails:-?}) |"
 done

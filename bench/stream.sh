@@ -33,16 +33,11 @@ echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || echo "(could not drop caches: n
 echo "limit $limit ($limit_b bytes), --mem $mem_b bytes"
 procs=("$cg/cgroup.procs")
 if [[ -n ${READ_MBPS:-} ]]; then
-  dev=$(stat -c %d "$model")
-  sys=$(readlink -f "/sys/dev/block/$((dev >> 8)):$((dev & 255))")
-  [[ -f $sys/partition ]] && sys=$(dirname "$sys")  # the throttle is the whole disk's
-  majmin=$(cat "$sys/dev")
-  bcg=/sys/fs/cgroup/blkio$(awk -F: '$2=="blkio"{print $3}' /proc/self/cgroup)/colibri-bench-$$
-  mkdir "$bcg"
+  source "$here/read_cap.sh"
+  bcg=$(read_cap_group "$model" "$READ_MBPS" "colibri-bench-$$")
   trap 'rmdir "$cg" "$bcg" 2>/dev/null || true' EXIT
-  echo "$majmin $((READ_MBPS * 1000000))" > "$bcg/blkio.throttle.read_bps_device"
   procs+=("$bcg/cgroup.procs")
-  echo "reads of $majmin capped at $READ_MBPS MB/s"
+  echo "reads of the model's disk capped at $READ_MBPS MB/s"
 fi
 start=$(date +%s.%N)
 set +e

@@ -25,13 +25,9 @@ part_kib=$(awk -v s="${slab_mib:-6}" 'BEGIN { k = int(s * 1024 / 3 / 4 + 0.5) * 
 # Under READ_MBPS, fio runs in a blkio cgroup with the same cap as the runs.
 capped() {
   if [[ -z ${READ_MBPS:-} ]]; then "$@"; return; fi
-  local dev sys bcg
-  dev=$(stat -c %d "$model")
-  sys=$(readlink -f "/sys/dev/block/$((dev >> 8)):$((dev & 255))")
-  [[ -f $sys/partition ]] && sys=$(dirname "$sys")
-  bcg=/sys/fs/cgroup/blkio$(awk -F: '$2=="blkio"{print $3}' /proc/self/cgroup)/colibri-fio-$$
-  mkdir -p "$bcg"
-  echo "$(cat "$sys/dev") $((READ_MBPS * 1000000))" > "$bcg/blkio.throttle.read_bps_device"
+  source "$here/read_cap.sh"
+  local bcg
+  bcg=$(read_cap_group "$model" "$READ_MBPS" "colibri-fio-$$")
   bash -c 'echo $$ > "$0"; exec "$@"' "$bcg/cgroup.procs" "$@" || true
   rmdir "$bcg" 2>/dev/null || true
 }

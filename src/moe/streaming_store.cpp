@@ -107,6 +107,7 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   room_ = o.room;
   const int n_total = n_pinned_ + n_cache_;
   align_ = o.io_align != 0 ? o.io_align : page_size();
+  warm_chunk_ = round_up(o.warm_chunk != 0 ? o.warm_chunk : kWarmChunk, align_);
   CLB_CHECK(align_ % page_size() == 0 && (align_ & (align_ - 1)) == 0,
             "I/O alignment %zu must be a power of two multiple of the page size %zu", align_, page_size());
   slot_bytes_ = slot_bytes(layers_, direct_fd_ >= 0, align_);
@@ -217,30 +218,60 @@ void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()
     const bool open = when();
     lock.lock();
     if (open) break;
-    cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return warm_stop_; });
+    warm_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return warm_stop_; });
   }
-  // Only on a disk the forward pass leaves idle: a new read starts while
-  // none of its loads is in flight, and one slab of the warm-up at a time,
-  // since a miss (whose reads jump the engine's queue) still shares the disk
-  // with the warm-up's reads in flight. With eight slabs in flight whatever
-  // the forward pass did, OLMoE-1B-7B Q4_0 at a 4G limit on a disk capped at
-  // 1.3 GB/s took 1.2-2.1 s to its first token (now 0.9-1.0 s); on a fast
-  // disk the warm-up still ends in 1-2 s (bench/RESULTS.md).
-  constexpr int kInFlight = 1;
+  // Only on a disk the forward pass leaves idle: one chunk in flight at a
+  // time (kick_warm starts each), each started while none of the forward
+  // pass's loads is in flight, since a miss (whose reads jump the engine's
+  // queue) still waits behind reads the disk has taken. With eight slabs in
+  // flight whatever the forward pass did, OLMoE-1B-7B Q4_0 at a 4G limit on a
+  // disk capped at 1.3 GB/s took 1.2-2.1 s to its first token (0.9-1.0 s
+  // with one slab at a time); a slab's three parts at once still held each
+  // miss behind 3.5 MB (chunks of 512 KiB: decode 27-30 -> 30-31 tok/s,
+  // bench/RESULTS.md).
   int next = n_pinned_;  // slots fill in order; the warm-up never evicts
   for (int l = 0; l < n_layer_ && next < n_pinned_ + active_; ++l) {
     if (!layers_[l].gate_exps.data) continue;
-    for (int e = 0; e < n_expert_; ++e) {
-      cv_.wait(lock, [&] { return warm_stop_ || (loading_ == warming_ && warming_ < kInFlight); });
-      if (warm_stop_) return;
+    for (int e = 0; e < n_expert_ && !warm_stop_; ++e) {
+      warm_cv_.wait(lock, [&] { return warm_stop_ || loading_ == 0; });
+      if (warm_stop_) break;
       const int32_t key = l * n_expert_ + e;
       if (where_[key] >= 0) continue;
       while (next < n_pinned_ + active_ && slots_[next].state != State::kEmpty) ++next;
       if (next >= n_pinned_ + active_) break;  // no empty slot left
-      start_load(next, key, false, false);
-      slots_[next].warming = true;
+      Slot& s = slots_[next];
+      start_load(next, key, false, false, true);  // reads nothing: its chunks go below
       ++warming_;
       ++stats_.warm_loads;
+      for (int p = 0; p < kParts; ++p) warm_whole_[p] = ops_[static_cast<size_t>(next) * kParts + p];
+      warm_slot_ = next;
+      warm_part_ = 0;
+      warm_at_ = 0;
+      warm_failed_ = false;
+      kick_warm(lock);
+      warm_cv_.wait(lock, [&] {
+        return !warm_busy_ && (warm_stop_ || warm_failed_ || warm_part_ == kParts);
+      });
+      for (int p = 0; p < kParts; ++p) ops_[static_cast<size_t>(next) * kParts + p] = warm_whole_[p];
+      warm_slot_ = -1;
+      // The slab is whole (or failed, or the warm-up stops): ready for its
+      // first acquire, which packs it.
+      const bool done = warm_part_ == kParts || warm_failed_;
+      s.state = !done ? State::kEmpty : warm_failed_ ? State::kFailed : State::kReady;
+      s.warming = false;
+      s.unpacked = s.state == State::kReady;
+      s.pending = 0;
+      if (warm_failed_) {
+        s.failed = true;
+        std::snprintf(s.error, sizeof s.error, "%s", warm_error_);
+      }
+      if (!done) {
+        where_[key] = -1;
+        s.key = -1;
+      }
+      --loading_;
+      --warming_;
+      cv_.notify_all();
     }
   }
   cv_.wait(lock, [&] { return warm_stop_ || loading_ == 0; });
@@ -253,6 +284,7 @@ StreamingExpertStore::~StreamingExpertStore() {
     warm_stop_ = true;
   }
   cv_.notify_all();
+  warm_cv_.notify_all();
   if (warm_.joinable()) warm_.join();
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -325,14 +357,25 @@ void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
   if (!error) {
     // Pack the part for the kernels here, on the I/O thread, outside the
     // lock: its view was set before the read was submitted and stays until
-    // the slot is ready.
+    // the slot is ready. The warm-up's slabs wait for their first acquire:
+    // many are never used in a short run, and packing them here took the
+    // compute threads' cores (see pack_late).
     const size_t i = static_cast<size_t>(&op - self->ops_.data());
-    const ExpertWeights& w = self->slots_[op.tag].w;
-    const TensorView& v = i % kParts == 0 ? w.gate : i % kParts == 1 ? w.up : w.down;
-    if (v.packed) pack_rows(v.type, const_cast<uint8_t*>(v.data), v.n_rows(), v.ne[0]);
+    const Slot& slot = self->slots_[op.tag];
+    const TensorView& v = i % kParts == 0 ? slot.w.gate : i % kParts == 1 ? slot.w.up : slot.w.down;
+    if (v.packed && !slot.warming) pack_rows(v.type, const_cast<uint8_t*>(v.data), v.n_rows(), v.ne[0]);
   }
-  std::lock_guard<std::mutex> lock(self->mu_);
+  std::unique_lock<std::mutex> lock(self->mu_);
   Slot& s = self->slots_[op.tag];
+  if (s.warming) {  // one chunk of the warm-up's: the next starts here
+    if (error && !self->warm_failed_) {
+      self->warm_failed_ = true;
+      std::snprintf(self->warm_error_, sizeof self->warm_error_, "%s", error);
+    }
+    self->warm_busy_ = false;
+    self->kick_warm(lock);
+    return;
+  }
   if (error && !s.failed) {
     s.failed = true;
     std::snprintf(s.error, sizeof s.error, "%s", error);
@@ -340,11 +383,40 @@ void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
   if (--s.pending > 0) return;
   s.state = s.failed ? State::kFailed : State::kReady;
   --self->loading_;
-  if (s.warming) {
-    s.warming = false;
-    --self->warming_;
-  }
   self->cv_.notify_all();
+  self->kick_warm(lock);
+}
+
+void StreamingExpertStore::kick_warm(std::unique_lock<std::mutex>& lock) {
+  if (warm_slot_ < 0) {  // the warm-up thread waits for an idle disk to start a slab
+    if (loading_ == 0) warm_cv_.notify_one();
+    return;
+  }
+  if (warm_busy_) return;
+  ReadOp* chunk = nullptr;
+  for (; !warm_failed_ && warm_part_ < kParts; ++warm_part_, warm_at_ = 0) {
+    const ReadOp& whole = warm_whole_[warm_part_];
+    if (warm_at_ >= whole.length || warm_at_ >= whole.expected) continue;
+    // Only while none of the forward pass's loads is in flight; the last
+    // of them to finish calls this again.
+    if (warm_stop_) break;
+    if (loading_ != warming_) return;
+    chunk = &ops_[static_cast<size_t>(warm_slot_) * kParts + warm_part_];
+    chunk->offset = whole.offset + warm_at_;
+    chunk->dst = whole.dst + warm_at_;
+    chunk->length = std::min(warm_chunk_, whole.length - warm_at_);
+    chunk->expected = std::min(chunk->length, whole.expected - warm_at_);
+    warm_at_ += chunk->length;
+    break;
+  }
+  if (!chunk) {  // the slab is whole, or failed, or the warm-up stops
+    warm_cv_.notify_one();
+    return;
+  }
+  warm_busy_ = true;
+  lock.unlock();
+  io_->submit(chunk, false);
+  lock.lock();
 }
 
 void StreamingExpertStore::enter_layer(int layer) {
@@ -378,7 +450,8 @@ void StreamingExpertStore::io_waiting(int delta) {
   if (io_waiters_ > 0) populate_cv_.notify_one();
 }
 
-void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, bool urgent) {
+void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, bool urgent,
+                                      bool warming) {
   check_file();
   {
     std::lock_guard<std::mutex> lock(populate_mu_);
@@ -432,6 +505,8 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
   s.guessed = by_prefetch && !urgent;
   if (s.guessed) ++stats_.pred_loads;
   s.pending = kParts;
+  s.warming = warming;  // before the reads start: on_read reads it
+  s.unpacked = false;
   s.visit = visit_;
   s.error[0] = 0;
   where_[key] = slot;
@@ -439,6 +514,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
   ++stats_.loads;
   if (by_prefetch) ++stats_.prefetch_loads;
   if (!s.pinned) policy_->on_insert(slot - n_pinned_, key, now_);
+  if (warming) return;  // the warm-up submits the parts in chunks
   for (int p = 0; p < kParts; ++p) io_->submit(&ops_[static_cast<size_t>(slot) * kParts + p], urgent);
 }
 
@@ -475,6 +551,7 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
       start_load(slot, key, false, true);
     }
     Slot& s = slots_[slot];
+    if (s.state == State::kReady && s.unpacked) pack_late(lock, s);
     if (s.state == State::kReady) {
       if (s.guessed) ++stats_.pred_loads_used;
       s.guessed = false;
@@ -499,6 +576,22 @@ ExpertWeights StreamingExpertStore::acquire(int layer, int expert) {
     io_waiting(-1);
     stats_.io_wait_s += now_seconds() - t0;
   }
+}
+
+void StreamingExpertStore::pack_late(std::unique_lock<std::mutex>& lock, Slot& s) {
+  // Loading while it packs: no one evicts it, acquirers of it wait, and the
+  // warm-up starts no read meanwhile.
+  s.unpacked = false;
+  s.state = State::kLoading;
+  ++loading_;
+  lock.unlock();
+  for (const TensorView* v : {&s.w.gate, &s.w.up, &s.w.down})
+    if (v->packed) pack_rows(v->type, const_cast<uint8_t*>(v->data), v->n_rows(), v->ne[0]);
+  lock.lock();
+  s.state = State::kReady;
+  --loading_;
+  cv_.notify_all();
+  kick_warm(lock);
 }
 
 bool StreamingExpertStore::ready(int layer, int expert) const {
@@ -589,6 +682,7 @@ void StreamingExpertStore::move_slab(int from, int to) {
   t.state = State::kReady;
   t.failed = false;
   t.guessed = f.guessed;
+  t.unpacked = f.unpacked;
   t.pending = 0;
   t.visit = f.visit;
   t.w = f.w;

@@ -221,6 +221,70 @@ TEST(StreamingStore, WarmUpFillsOnlyEmptySlots) {
   fs::remove(path);
 }
 
+// The warm-up reads each slab in chunks and leaves it as the file has it;
+// its first acquire packs it for the kernels. On a quantized model whose
+// slabs span many chunks, acquires racing the warm-up (some wait for a slab
+// it is reading, some find it whole, some load it themselves) and acquires
+// after it all see what packing the file's slab gives, with and without
+// O_DIRECT and with either I/O engine.
+TEST(StreamingStore, WarmUpInChunksPacksAtFirstAcquire) {
+  const std::string model = temp_path("warm_chunks.gguf");
+  test::SynthShape shape;
+  shape.n_embd = 256;
+  shape.n_ff_exp = 512;
+  shape.expert_type = DType::Q8_0;  // parts of 139 KB: 34 chunks of a page each
+  test::write_synth_qwen3moe(model, shape, 8);
+  test::LoadedModel m = test::load_model(model);
+  const int n_layer = static_cast<int>(m.w.experts.size()), n_expert = m.cfg.n_expert;
+  // What each part must hold once acquired.
+  auto want = [&](const TensorView& slab) {
+    std::vector<uint8_t> b(slab.data, slab.data + slab.slab_bytes());
+    if (packs(slab.type, slab.n_rows())) pack_rows(slab.type, b.data(), slab.n_rows(), slab.ne[0]);
+    return b;
+  };
+  bool any_packed = false;
+  for (const bool direct : {false, true})
+    for (const char* io : {"pread", "uring"})
+      for (const bool racing : {false, true}) {
+        SCOPED_TRACE(std::string(io) + (direct ? " O_DIRECT" : "") + (racing ? " racing" : ""));
+        StreamingOptions so;
+        so.n_slots = n_layer * n_expert;
+        so.io = io;
+        so.o_direct = direct;
+        so.warm_chunk = 4096;
+        so.warm_when = [] { return true; };
+        StreamingExpertStore store(model, m.file->file_size(), m.w.experts, n_expert, so);
+        if (!racing) store.wait_warm();
+        for (int i = 0; i < n_layer * n_expert; ++i) {
+          // Racing: last layer first, against the warm-up's file order.
+          const int k = racing ? n_layer * n_expert - 1 - i : i;
+          const int l = k / n_expert, e = k % n_expert;
+          if (!m.w.experts[l].gate_exps.data) continue;
+          const ExpertWeights got = store.acquire(l, e);
+          const ExpertTensors& t = m.w.experts[l];
+          for (const auto& [view, slab] : {std::pair{got.gate, t.gate_exps.slab(e)},
+                                           std::pair{got.up, t.up_exps.slab(e)},
+                                           std::pair{got.down, t.down_exps.slab(e)}}) {
+            const std::vector<uint8_t> w = want(slab);
+            any_packed |= view.packed;
+            ASSERT_EQ(view.packed, packs(slab.type, slab.n_rows()));
+            ASSERT_EQ(std::memcmp(view.data, w.data(), w.size()), 0) << "layer " << l << " expert " << e;
+          }
+          store.release(l, e);
+        }
+        store.wait_warm();
+        const ExpertStoreStats s = store.stats();
+        EXPECT_GT(s.warm_done_s, 0) << "the warm-up did not finish";
+        EXPECT_EQ(s.loads, static_cast<uint64_t>(n_layer * n_expert)) << "a slab was read twice";
+        if (!racing) {
+          EXPECT_EQ(s.warm_loads, s.loads);
+          EXPECT_EQ(s.hits, s.requests);
+        }
+      }
+  EXPECT_TRUE(any_packed) << "no part was packed: the lazy packing went untested";
+  fs::remove(model);
+}
+
 TEST(Placement, BudgetBelowTheDensePartSaysWhatIsNeeded) {
   const std::string path = temp_path("budget.gguf");
   test::write_synth_qwen3moe(path, {}, 4);

@@ -6,12 +6,15 @@
 #include <string>
 
 #include "formats/gguf_writer.h"
+#include "tensor/dtype.h"
+#include "tensor/ops.h"
 
 namespace colibri::test {
 
 struct SynthShape {
   int n_layer = 2, n_embd = 64, n_head = 4, n_head_kv = 2, head_dim = 16;
   int n_expert = 8, n_expert_used = 2, n_ff_exp = 32, n_vocab = 128;
+  DType expert_type = DType::F32;  // the routed experts' stacks, quantized from the F32 draw
 };
 
 inline void write_synth_qwen3moe(const std::string& path, const SynthShape& s, uint32_t seed) {
@@ -31,17 +34,19 @@ inline void write_synth_qwen3moe(const std::string& path, const SynthShape& s, u
   w.set_u32(p + "vocab_size", s.n_vocab);
   // Rows of uniform values in [-a, a] from a per-tensor LCG.
   uint32_t tensor_seed = seed;
-  auto random = [&](const std::string& name, std::vector<int64_t> ne, float a) {
+  auto random = [&](const std::string& name, std::vector<int64_t> ne, float a,
+                    DType type = DType::F32) {
     const uint32_t ts = tensor_seed++ * 2654435761u;
     const int64_t n0 = ne[0];
-    w.add_tensor_info(name, DType::F32, ne, [=](int64_t row0, int64_t n_rows, uint8_t* dst) {
-      float* f = reinterpret_cast<float*>(dst);
+    w.add_tensor_info(name, type, ne, [=](int64_t row0, int64_t n_rows, uint8_t* dst) {
+      std::vector<float> f(static_cast<size_t>(n0));
       for (int64_t r = 0; r < n_rows; ++r) {
         uint32_t x = ts ^ static_cast<uint32_t>((row0 + r) * 0x9E3779B9u);
         for (int64_t i = 0; i < n0; ++i) {
           x = x * 1664525u + 1013904223u;
-          f[r * n0 + i] = a * (static_cast<float>(x >> 8) / 8388608.0f - 1.0f);
+          f[i] = a * (static_cast<float>(x >> 8) / 8388608.0f - 1.0f);
         }
+        quantize_weights(type, f.data(), dst + r * row_bytes(type, n0), n0);
       }
     });
   };
@@ -67,9 +72,9 @@ inline void write_synth_qwen3moe(const std::string& path, const SynthShape& s, u
     ones(n("attn_k_norm"), s.head_dim);
     ones(n("ffn_norm"), E);
     random(n("ffn_gate_inp"), {E, s.n_expert}, 0.5f);
-    random(n("ffn_gate_exps"), {E, s.n_ff_exp, s.n_expert}, 0.2f);
-    random(n("ffn_up_exps"), {E, s.n_ff_exp, s.n_expert}, 0.2f);
-    random(n("ffn_down_exps"), {s.n_ff_exp, E, s.n_expert}, 0.2f);
+    random(n("ffn_gate_exps"), {E, s.n_ff_exp, s.n_expert}, 0.2f, s.expert_type);
+    random(n("ffn_up_exps"), {E, s.n_ff_exp, s.n_expert}, 0.2f, s.expert_type);
+    random(n("ffn_down_exps"), {s.n_ff_exp, E, s.n_expert}, 0.2f, s.expert_type);
   }
   w.write(path);
 }

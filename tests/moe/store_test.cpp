@@ -222,7 +222,7 @@ TEST(StreamingStore, WarmUpFillsOnlyEmptySlots) {
 }
 
 // The warm-up reads each slab in chunks and leaves it as the file has it;
-// its first acquire packs it for the kernels. On a quantized model whose
+// its first acquire packs it for the kernels (where they pack the type). On a quantized model whose
 // slabs span many chunks, acquires racing the warm-up (some wait for a slab
 // it is reading, some find it whole, some load it themselves) and acquires
 // after it all see what packing the file's slab gives, with and without
@@ -281,7 +281,11 @@ TEST(StreamingStore, WarmUpInChunksPacksAtFirstAcquire) {
           EXPECT_EQ(s.hits, s.requests);
         }
       }
-  EXPECT_TRUE(any_packed) << "no part was packed: the lazy packing went untested";
+  // Where the kernels pack this type (x86 with AVX-512; the ARM kernels
+  // read the file's layout), the first-acquire packing was exercised.
+  if (packs(shape.expert_type, shape.n_ff_exp)) {
+    EXPECT_TRUE(any_packed) << "no part was packed: the lazy packing went untested";
+  }
   fs::remove(model);
 }
 

@@ -241,7 +241,6 @@ void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()
       if (next >= n_pinned_ + active_) break;  // no empty slot left
       Slot& s = slots_[next];
       start_load(next, key, false, false, true);  // reads nothing: its chunks go below
-      ++warming_;
       ++stats_.warm_loads;
       for (int p = 0; p < kParts; ++p) warm_whole_[p] = ops_[static_cast<size_t>(next) * kParts + p];
       warm_slot_ = next;
@@ -270,7 +269,6 @@ void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()
         s.key = -1;
       }
       --loading_;
-      --warming_;
       cv_.notify_all();
     }
   }
@@ -352,6 +350,10 @@ void StreamingExpertStore::fault_in(size_t begin, size_t end) {
   }
 }
 
+void StreamingExpertStore::pack_part(const TensorView& v) {
+  if (v.packed) pack_rows(v.type, const_cast<uint8_t*>(v.data), v.n_rows(), v.ne[0]);
+}
+
 void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
   auto* self = static_cast<StreamingExpertStore*>(ctx);
   if (!error) {
@@ -362,8 +364,7 @@ void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
     // compute threads' cores (see pack_late).
     const size_t i = static_cast<size_t>(&op - self->ops_.data());
     const Slot& slot = self->slots_[op.tag];
-    const TensorView& v = i % kParts == 0 ? slot.w.gate : i % kParts == 1 ? slot.w.up : slot.w.down;
-    if (v.packed && !slot.warming) pack_rows(v.type, const_cast<uint8_t*>(v.data), v.n_rows(), v.ne[0]);
+    if (!slot.warming) pack_part(i % kParts == 0 ? slot.w.gate : i % kParts == 1 ? slot.w.up : slot.w.down);
   }
   std::unique_lock<std::mutex> lock(self->mu_);
   Slot& s = self->slots_[op.tag];
@@ -397,10 +398,10 @@ void StreamingExpertStore::kick_warm(std::unique_lock<std::mutex>& lock) {
   for (; !warm_failed_ && warm_part_ < kParts; ++warm_part_, warm_at_ = 0) {
     const ReadOp& whole = warm_whole_[warm_part_];
     if (warm_at_ >= whole.length || warm_at_ >= whole.expected) continue;
-    // Only while none of the forward pass's loads is in flight; the last
-    // of them to finish calls this again.
+    // Only while none of the forward pass's loads is in flight (the slab's
+    // own is the one load then); the last of them to finish calls this again.
     if (warm_stop_) break;
-    if (loading_ != warming_) return;
+    if (loading_ != 1) return;
     chunk = &ops_[static_cast<size_t>(warm_slot_) * kParts + warm_part_];
     chunk->offset = whole.offset + warm_at_;
     chunk->dst = whole.dst + warm_at_;
@@ -585,8 +586,7 @@ void StreamingExpertStore::pack_late(std::unique_lock<std::mutex>& lock, Slot& s
   s.state = State::kLoading;
   ++loading_;
   lock.unlock();
-  for (const TensorView* v : {&s.w.gate, &s.w.up, &s.w.down})
-    if (v->packed) pack_rows(v->type, const_cast<uint8_t*>(v->data), v->n_rows(), v->ne[0]);
+  for (const TensorView* v : {&s.w.gate, &s.w.up, &s.w.down}) pack_part(*v);
   lock.lock();
   s.state = State::kReady;
   --loading_;

@@ -151,6 +151,8 @@ class StreamingExpertStore : public ExpertStore {
   // Packs a slab the warm-up read, on the calling thread; mu_ held on entry
   // and exit, released while packing.
   void pack_late(std::unique_lock<std::mutex>& lock, Slot& s);
+  // A part's bytes, as read, into the kernels' layout (where its view packs).
+  static void pack_part(const TensorView& v);
   // Starts the warm-up's next chunk if none is in flight and the forward
   // pass has no load in flight; wakes the warm-up thread when its slab is
   // done. mu_ held on entry and exit, released while submitting.
@@ -240,7 +242,6 @@ class StreamingExpertStore : public ExpertStore {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int loading_ = 0;       // slots in State::kLoading
-  int warming_ = 0;       // of them, the warm-up's (0 or 1)
   // The warm-up's slab in progress (under mu_): its slot (-1: none), its
   // parts' whole reads, and where the next chunk starts.
   std::condition_variable warm_cv_;  // the warm-up thread's waits

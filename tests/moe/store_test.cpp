@@ -222,11 +222,11 @@ TEST(StreamingStore, WarmUpFillsOnlyEmptySlots) {
 }
 
 // The warm-up reads each slab in chunks and leaves it as the file has it;
-// its first acquire packs it for the kernels (where they pack the type). On a quantized model whose
-// slabs span many chunks, acquires racing the warm-up (some wait for a slab
-// it is reading, some find it whole, some load it themselves) and acquires
-// after it all see what packing the file's slab gives, with and without
-// O_DIRECT and with either I/O engine.
+// its first acquire packs it for the kernels (where they pack the type). On
+// a quantized model whose slabs span many chunks, acquires racing the warm-up
+// (some wait for a slab it is reading, some find it whole, some load it
+// themselves) and acquires after it all see what packing the file's slab
+// gives, with and without O_DIRECT and with either I/O engine.
 TEST(StreamingStore, WarmUpInChunksPacksAtFirstAcquire) {
   const std::string model = temp_path("warm_chunks.gguf");
   test::SynthShape shape;

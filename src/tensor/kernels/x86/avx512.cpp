@@ -367,6 +367,62 @@ inline __m512 load16(const block_q4_0* row, int i) {
                        _mm512_set1_ps(_cvtsh_ss(b.d)));
 }
 
+// Elements [i, i + 32) of a cached row as two load16 vectors (Q8_0, Q4_0: i a
+// multiple of 32, one block). Q4_0 widens its block once: the 16 values
+// (j - 8) * d are a table, and each half of the block is one permute of it
+// by its nibbles (vpermps reads an index's low four bits, so the low nibbles
+// need no mask), the same products load16 computes, in fewer operations.
+template <typename KV>
+inline void load32(const KV* row, int i, __m512& lo, __m512& hi) {
+  lo = load16(row, i);
+  hi = load16(row, i + 16);
+}
+inline void load32(const block_q8_0* row, int i, __m512& lo, __m512& hi) {
+  const block_q8_0& b = row[i / kQK];
+  const __m512 d = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(b.d)));
+  const auto* qs = reinterpret_cast<const __m128i*>(b.qs);
+  lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d);
+  hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d);
+}
+inline void load32(const block_q4_0* row, int i, __m512& lo, __m512& hi) {
+  const block_q4_0& b = row[i / kQK];
+  const __m512 values = _mm512_mul_ps(_mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7),
+                                      _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(b.d))));
+  const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
+  lo = _mm512_permutexvar_ps(x, values);
+  hi = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), values);
+}
+
+// f(i, elements [i, i + 16) of row) for i = 0, 16, .. < n16, in that order,
+// a block (32 elements) at a time where they fall in one.
+template <typename KV, typename F>
+[[gnu::always_inline]] inline void each16(const KV* row, int n16, F&& f) {
+  int i = 0;
+  for (; i + 32 <= n16; i += 32) {
+    __m512 lo, hi;
+    load32(row, i, lo, hi);
+    f(i, lo);
+    f(i + 16, hi);
+  }
+  if (i < n16) f(i, load16(row, i));
+}
+
+// The sums of four vectors, each in _mm512_reduce_add_ps's order (lanes j
+// and j + 8, then j + 4, then 0 + 2 and 1 + 3, then those two), so each is the
+// bits that reduction gives, for about a third of its shuffles.
+inline __m128 reduce_add4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 u01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 u23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(a2, a3, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 v = _mm512_add_ps(_mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_f32x4(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 w = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512 z = _mm512_add_ps(w, _mm512_permute_ps(w, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_castps512_ps128(
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), z));
+}
+
 // out[0, 16A) = inv * sum over p of scores[p] * v[p][i0, i0 + 16A): A
 // independent accumulators, each dimension summed in position order.
 template <int A, typename KV>
@@ -377,7 +433,16 @@ inline void weighted_rows(const float* scores, const KV* v, int i0, size_t v_str
   for (int64_t p = 0; p < n_pos; ++p, v += v_stride) {
     prefetch_row(v, v_stride, 16 * A, p, n_pos, i0);
     const __m512 s = _mm512_set1_ps(scores[p]);
-    for (int a = 0; a < A; ++a) o[a] = _mm512_fmadd_ps(s, load16(v, i0 + 16 * a), o[a]);
+    if constexpr (A % 2 == 0) {
+      for (int a = 0; a < A; a += 2) {
+        __m512 lo, hi;
+        load32(v, i0 + 16 * a, lo, hi);
+        o[a] = _mm512_fmadd_ps(s, lo, o[a]);
+        o[a + 1] = _mm512_fmadd_ps(s, hi, o[a + 1]);
+      }
+    } else {
+      for (int a = 0; a < A; ++a) o[a] = _mm512_fmadd_ps(s, load16(v, i0 + 16 * a), o[a]);
+    }
   }
   const __m512 iv = _mm512_set1_ps(inv);
   for (int a = 0; a < A; ++a) _mm512_storeu_ps(out + 16 * a, _mm512_mul_ps(o[a], iv));
@@ -400,22 +465,39 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     const KV* k0 = k + p * k_stride;
     for (int r = 0; r < 4; ++r) prefetch_row(k0 + r * k_stride, k_stride, head_dim, p + r, n_pos);
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int i = 0; i < hd16; i += 16) {
+    int i = 0;
+    for (; i + 32 <= hd16; i += 32) {
+      __m512 k0l, k0h, k1l, k1h, k2l, k2h, k3l, k3h;
+      load32(k0, i, k0l, k0h);
+      load32(k0 + k_stride, i, k1l, k1h);
+      load32(k0 + 2 * k_stride, i, k2l, k2h);
+      load32(k0 + 3 * k_stride, i, k3l, k3h);
+      const __m512 ql = _mm512_loadu_ps(q + i), qh = _mm512_loadu_ps(q + i + 16);
+      a0 = _mm512_fmadd_ps(qh, k0h, _mm512_fmadd_ps(ql, k0l, a0));
+      a1 = _mm512_fmadd_ps(qh, k1h, _mm512_fmadd_ps(ql, k1l, a1));
+      a2 = _mm512_fmadd_ps(qh, k2h, _mm512_fmadd_ps(ql, k2l, a2));
+      a3 = _mm512_fmadd_ps(qh, k3h, _mm512_fmadd_ps(ql, k3l, a3));
+    }
+    if (i < hd16) {
       const __m512 qv = _mm512_loadu_ps(q + i);
       a0 = _mm512_fmadd_ps(qv, load16(k0, i), a0);
       a1 = _mm512_fmadd_ps(qv, load16(k0 + k_stride, i), a1);
       a2 = _mm512_fmadd_ps(qv, load16(k0 + 2 * k_stride, i), a2);
       a3 = _mm512_fmadd_ps(qv, load16(k0 + 3 * k_stride, i), a3);
     }
-    scores[p] = tail(k0, _mm512_reduce_add_ps(a0));
-    scores[p + 1] = tail(k0 + k_stride, _mm512_reduce_add_ps(a1));
-    scores[p + 2] = tail(k0 + 2 * k_stride, _mm512_reduce_add_ps(a2));
-    scores[p + 3] = tail(k0 + 3 * k_stride, _mm512_reduce_add_ps(a3));
+    if (hd16 == head_dim) {  // tail() with nothing to add: the four at once
+      _mm_storeu_ps(scores + p, _mm_mul_ps(reduce_add4(a0, a1, a2, a3), _mm_set1_ps(scale)));
+    } else {
+      scores[p] = tail(k0, _mm512_reduce_add_ps(a0));
+      scores[p + 1] = tail(k0 + k_stride, _mm512_reduce_add_ps(a1));
+      scores[p + 2] = tail(k0 + 2 * k_stride, _mm512_reduce_add_ps(a2));
+      scores[p + 3] = tail(k0 + 3 * k_stride, _mm512_reduce_add_ps(a3));
+    }
   }
   for (; p < n_pos; ++p) {
     const KV* kp = k + p * k_stride;
     __m512 a = _mm512_setzero_ps();
-    for (int i = 0; i < hd16; i += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load16(kp, i), a);
+    each16(kp, hd16, [&](int i, __m512 kv) { a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), kv, a); });
     scores[p] = tail(kp, _mm512_reduce_add_ps(a));
   }
 
@@ -488,14 +570,22 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     const KV* k0 = k + p * k_stride;
     __m512 a0[kA], a1[kA];
     for (int g = 0; g < kA; ++g) a0[g] = a1[g] = _mm512_setzero_ps();
-    for (int i = 0; i < hd16; i += 16) {
-      const __m512 kv0 = load16(k0, i), kv1 = load16(k0 + k_stride, i);
+    auto dots = [&](int i, __m512 kv0, __m512 kv1) {
       for (int g = 0; g < G; ++g) {
         const __m512 qv = _mm512_loadu_ps(q + g * q_stride + i);
         a0[g] = _mm512_fmadd_ps(qv, kv0, a0[g]);
         a1[g] = _mm512_fmadd_ps(qv, kv1, a1[g]);
       }
+    };
+    int i = 0;
+    for (; i + 32 <= hd16; i += 32) {
+      __m512 k0l, k0h, k1l, k1h;
+      load32(k0, i, k0l, k0h);
+      load32(k0 + k_stride, i, k1l, k1h);
+      dots(i, k0l, k1l);
+      dots(i + 16, k0h, k1h);
     }
+    if (i < hd16) dots(i, load16(k0, i), load16(k0 + k_stride, i));
     finish(p, a0);
     finish(p + 1, a1);
   }
@@ -503,10 +593,9 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     const KV* kp = k + p * k_stride;
     __m512 a[kA];
     for (int g = 0; g < kA; ++g) a[g] = _mm512_setzero_ps();
-    for (int i = 0; i < hd16; i += 16) {
-      const __m512 kv = load16(kp, i);
+    each16(kp, hd16, [&](int i, __m512 kv) {
       for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * q_stride + i), kv, a[g]);
-    }
+    });
     finish(p, a);
   }
 
@@ -522,7 +611,8 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     for (int g = 0; g < G; ++g) o[g][0] = o[g][1] = _mm512_setzero_ps();
     const KV* vp = v;
     for (p = 0; p < P; ++p, vp += v_stride) {
-      const __m512 v0 = load16(vp, i0), v1 = load16(vp, i0 + 16);
+      __m512 v0, v1;
+      load32(vp, i0, v0, v1);
       for (int g = 0; g < G; ++g) {
         const __m512 a = _mm512_set1_ps(scores[g * P + p]);
         o[g][0] = _mm512_fmadd_ps(a, v0, o[g][0]);

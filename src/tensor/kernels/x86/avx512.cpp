@@ -393,18 +393,23 @@ inline void load32(const block_q4_0* row, int i, __m512& lo, __m512& hi) {
   hi = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), values);
 }
 
-// f(i, elements [i, i + 16) of row) for i = 0, 16, .. < n16, in that order,
-// a block (32 elements) at a time where they fall in one.
-template <typename KV, typename F>
-[[gnu::always_inline]] inline void each16(const KV* row, int n16, F&& f) {
+// f(i, kv) for i = 0, 16, .. < n16, in that order, kv[r] elements [i, i + 16)
+// of row r (R rows, stride apart), a block (32 elements) at a time where they
+// fall in one.
+template <int R, typename KV, typename F>
+[[gnu::always_inline]] inline void each16(const KV* row, size_t stride, int n16, F&& f) {
   int i = 0;
   for (; i + 32 <= n16; i += 32) {
-    __m512 lo, hi;
-    load32(row, i, lo, hi);
+    __m512 lo[R], hi[R];
+    for (int r = 0; r < R; ++r) load32(row + r * stride, i, lo[r], hi[r]);
     f(i, lo);
     f(i + 16, hi);
   }
-  if (i < n16) f(i, load16(row, i));
+  if (i < n16) {
+    __m512 kv[R];
+    for (int r = 0; r < R; ++r) kv[r] = load16(row + r * stride, i);
+    f(i, kv);
+  }
 }
 
 // The sums of four vectors, each in _mm512_reduce_add_ps's order (lanes j
@@ -465,26 +470,13 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     const KV* k0 = k + p * k_stride;
     for (int r = 0; r < 4; ++r) prefetch_row(k0 + r * k_stride, k_stride, head_dim, p + r, n_pos);
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int i = 0;
-    for (; i + 32 <= hd16; i += 32) {
-      __m512 k0l, k0h, k1l, k1h, k2l, k2h, k3l, k3h;
-      load32(k0, i, k0l, k0h);
-      load32(k0 + k_stride, i, k1l, k1h);
-      load32(k0 + 2 * k_stride, i, k2l, k2h);
-      load32(k0 + 3 * k_stride, i, k3l, k3h);
-      const __m512 ql = _mm512_loadu_ps(q + i), qh = _mm512_loadu_ps(q + i + 16);
-      a0 = _mm512_fmadd_ps(qh, k0h, _mm512_fmadd_ps(ql, k0l, a0));
-      a1 = _mm512_fmadd_ps(qh, k1h, _mm512_fmadd_ps(ql, k1l, a1));
-      a2 = _mm512_fmadd_ps(qh, k2h, _mm512_fmadd_ps(ql, k2l, a2));
-      a3 = _mm512_fmadd_ps(qh, k3h, _mm512_fmadd_ps(ql, k3l, a3));
-    }
-    if (i < hd16) {
+    each16<4>(k0, k_stride, hd16, [&](int i, const __m512 (&kv)[4]) {
       const __m512 qv = _mm512_loadu_ps(q + i);
-      a0 = _mm512_fmadd_ps(qv, load16(k0, i), a0);
-      a1 = _mm512_fmadd_ps(qv, load16(k0 + k_stride, i), a1);
-      a2 = _mm512_fmadd_ps(qv, load16(k0 + 2 * k_stride, i), a2);
-      a3 = _mm512_fmadd_ps(qv, load16(k0 + 3 * k_stride, i), a3);
-    }
+      a0 = _mm512_fmadd_ps(qv, kv[0], a0);
+      a1 = _mm512_fmadd_ps(qv, kv[1], a1);
+      a2 = _mm512_fmadd_ps(qv, kv[2], a2);
+      a3 = _mm512_fmadd_ps(qv, kv[3], a3);
+    });
     if (hd16 == head_dim) {  // tail() with nothing to add: the four at once
       _mm_storeu_ps(scores + p, _mm_mul_ps(reduce_add4(a0, a1, a2, a3), _mm_set1_ps(scale)));
     } else {
@@ -497,7 +489,9 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
   for (; p < n_pos; ++p) {
     const KV* kp = k + p * k_stride;
     __m512 a = _mm512_setzero_ps();
-    each16(kp, hd16, [&](int i, __m512 kv) { a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), kv, a); });
+    each16<1>(kp, k_stride, hd16, [&](int i, const __m512 (&kv)[1]) {
+      a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), kv[0], a);
+    });
     scores[p] = tail(kp, _mm512_reduce_add_ps(a));
   }
 
@@ -570,22 +564,13 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     const KV* k0 = k + p * k_stride;
     __m512 a0[kA], a1[kA];
     for (int g = 0; g < kA; ++g) a0[g] = a1[g] = _mm512_setzero_ps();
-    auto dots = [&](int i, __m512 kv0, __m512 kv1) {
+    each16<2>(k0, k_stride, hd16, [&](int i, const __m512 (&kv)[2]) {
       for (int g = 0; g < G; ++g) {
         const __m512 qv = _mm512_loadu_ps(q + g * q_stride + i);
-        a0[g] = _mm512_fmadd_ps(qv, kv0, a0[g]);
-        a1[g] = _mm512_fmadd_ps(qv, kv1, a1[g]);
+        a0[g] = _mm512_fmadd_ps(qv, kv[0], a0[g]);
+        a1[g] = _mm512_fmadd_ps(qv, kv[1], a1[g]);
       }
-    };
-    int i = 0;
-    for (; i + 32 <= hd16; i += 32) {
-      __m512 k0l, k0h, k1l, k1h;
-      load32(k0, i, k0l, k0h);
-      load32(k0 + k_stride, i, k1l, k1h);
-      dots(i, k0l, k1l);
-      dots(i + 16, k0h, k1h);
-    }
-    if (i < hd16) dots(i, load16(k0, i), load16(k0 + k_stride, i));
+    });
     finish(p, a0);
     finish(p + 1, a1);
   }
@@ -593,8 +578,8 @@ void attend_group_512(const float* q, size_t q_stride, const int32_t* n_pos, con
     const KV* kp = k + p * k_stride;
     __m512 a[kA];
     for (int g = 0; g < kA; ++g) a[g] = _mm512_setzero_ps();
-    each16(kp, hd16, [&](int i, __m512 kv) {
-      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * q_stride + i), kv, a[g]);
+    each16<1>(kp, k_stride, hd16, [&](int i, const __m512 (&kv)[1]) {
+      for (int g = 0; g < G; ++g) a[g] = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * q_stride + i), kv[0], a[g]);
     });
     finish(p, a);
   }

@@ -45,25 +45,39 @@ constexpr int kPairTokens = 6;
 constexpr int kPrefetchBytes = 4096;
 constexpr int kPrefetchFarBytes = 16384;
 
-// Always inlined, as prefetch_block below says why.
-[[gnu::always_inline]] inline void prefetch_line(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchFarBytes, _MM_HINT_T1);
-}
+// A k-quant group holds the quant bytes of its nb super-blocks, then their
+// scales, then their d, and the groups of a matrix follow one another. The
+// kernels prefetch super-block b + lead of that run (past the group's last,
+// into the next group's first): every line it will read, its quants, scales
+// and d alike. A distance in bytes instead lands in the wrong part near a
+// group's end (the next group's scales and d came in only as they were read,
+// its second super-block's quants only into L2).
+template <size_t kQs, size_t kScales, size_t kD>
+struct KQuantRun {
+  static constexpr size_t kBytes = kQs + kScales + kD;
+  // Super-blocks ahead: about kPrefetchBytes into L1, kPrefetchFarBytes into L2.
+  static constexpr int64_t kNear = (kPrefetchBytes + kBytes / 2) / kBytes;
+  static constexpr int64_t kFar = (kPrefetchFarBytes + kBytes / 2) / kBytes;
 
-// A k-quant super-block's quant lines (prefetch_line) and its scale lines,
-// these at the same lead in super-blocks: kQsPerScale quant bytes a scale
-// byte. Always inlined, as prefetch_line.
-template <int kQuantLines, int kScaleLines, int kQsPerScale>
-[[gnu::always_inline]] inline void prefetch_superblock(const uint8_t* q, const uint8_t* sb) {
-  for (int k = 0; k < kQuantLines; ++k) prefetch_line(q + 64 * k);
-  for (int k = 0; k < kScaleLines; ++k) {
-    _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchBytes / kQsPerScale + 64 * k,
-                 _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(sb) + kPrefetchFarBytes / kQsPerScale + 64 * k,
-                 _MM_HINT_T1);
+  template <_mm_hint kHint>
+  [[gnu::always_inline]] static void prefetch_at(const uint8_t* g, int64_t nb, int64_t j) {
+    while (j >= nb) {
+      g += static_cast<size_t>(nb) * kBytes;
+      j -= nb;
+    }
+    const char* q = reinterpret_cast<const char*>(g) + j * kQs;
+    const char* sc = reinterpret_cast<const char*>(g) + nb * kQs + j * kScales;
+    const char* d = reinterpret_cast<const char*>(g) + nb * (kQs + kScales) + j * kD;
+    for (size_t k = 0; k < kQs; k += 64) _mm_prefetch(q + k, kHint);
+    for (size_t k = 0; k < kScales; k += 64) _mm_prefetch(sc + k, kHint);
+    _mm_prefetch(d, kHint);
   }
-}
+  // Always inlined, as Packed::prefetch_block below says why.
+  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t nb, int64_t b) {
+    prefetch_at<_MM_HINT_T0>(g, nb, b + kNear);
+    prefetch_at<_MM_HINT_T1>(g, nb, b + kFar);
+  }
+};
 
 constexpr int64_t kTokenBlock = 64;
 
@@ -500,6 +514,7 @@ struct PackedQ4K {
     return s % 2 ? _mm512_andnot_si512(m, v) : _mm512_and_si512(v, m);
   }
   static void unpack(const uint8_t* g, int64_t nb, int64_t b, Unpacked& u) {
+    KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
     const uint8_t* q = g + b * kQs;
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) u.nib[8 * s + k] = nibbles(q, s, k);
@@ -583,7 +598,7 @@ struct PackedQ4K {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQs;
       const uint8_t* sb = scales + b * kScales;
-      prefetch_superblock<32, 3, 8>(q, sb);
+      KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
       __m512i sc[8], sp[4], mp[4];
       if constexpr (T == 1)
         scale_pairs(sb, sp, mp);  // one token takes the pairs as they are
@@ -906,7 +921,7 @@ struct PackedQ6K {
 
   static void load(const uint8_t* g, int64_t nb, int64_t b, Q6KGroups::Words& o) {
     const uint8_t* q = g + b * kQs;
-    for (int k = 0; k < 48; ++k) prefetch_line(q + 64 * k);
+    KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
     for (int w = 0; w < 16; ++w) {
       o.qa[w] = _mm512_loadu_si512(q + 64 * w);
       o.qb[w] = _mm512_loadu_si512(q + 64 * (16 + w));
@@ -932,9 +947,7 @@ struct PackedQ6K {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQs;
       const uint8_t* sb = scales + b * kScales;
-      prefetch_superblock<48, 4, 12>(q, sb);  // 12 quant bytes a scale byte, 96 a d byte
-      _mm_prefetch(reinterpret_cast<const char*>(ds + b * kD) + kPrefetchFarBytes / 96,
-                   _MM_HINT_T0);
+      KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
       __m512i S[T];
       for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4

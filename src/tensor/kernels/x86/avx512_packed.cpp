@@ -45,17 +45,19 @@ constexpr int kPairTokens = 6;
 constexpr int kPrefetchBytes = 4096;
 constexpr int kPrefetchFarBytes = 16384;
 
-// A k-quant group holds the quant bytes of its nb super-blocks, then their
-// scales, then their d, and the groups of a matrix follow one another. The
-// kernels prefetch super-block b + lead of that run (past the group's last,
-// into the next group's first): every line it will read, its quants, scales
-// and d alike. A distance in bytes instead lands in the wrong part near a
-// group's end (the next group's scales and d came in only as they were read,
-// its second super-block's quants only into L2).
-template <size_t kQs, size_t kScales, size_t kD>
-struct KQuantRun {
+// A packed group holds the quant bytes of its nb blocks (or super-blocks),
+// then their scales, then (k-quants) their d, and the groups of a matrix
+// follow one another. The kernels prefetch block b + lead of that run (past
+// the group's last block into the next group's first): every line it will
+// read, its quants, scales and d alike. A distance in bytes instead lands in
+// the wrong part near a group's end: its own scales, while the next group's
+// scales and d came in only as they were read and its first quants only
+// into L2. kScales under 64 bytes: a scale line is prefetched with its first
+// block.
+template <size_t kQs, size_t kScales, size_t kD = 0>
+struct GroupRun {
   static constexpr size_t kBytes = kQs + kScales + kD;
-  // Super-blocks ahead: about kPrefetchBytes into L1, kPrefetchFarBytes into L2.
+  // Blocks ahead: about kPrefetchBytes into L1, kPrefetchFarBytes into L2.
   static constexpr int64_t kNear = (kPrefetchBytes + kBytes / 2) / kBytes;
   static constexpr int64_t kFar = (kPrefetchFarBytes + kBytes / 2) / kBytes;
 
@@ -67,10 +69,14 @@ struct KQuantRun {
     }
     const char* q = reinterpret_cast<const char*>(g) + j * kQs;
     const char* sc = reinterpret_cast<const char*>(g) + nb * kQs + j * kScales;
-    const char* d = reinterpret_cast<const char*>(g) + nb * (kQs + kScales) + j * kD;
     for (size_t k = 0; k < kQs; k += 64) _mm_prefetch(q + k, kHint);
-    for (size_t k = 0; k < kScales; k += 64) _mm_prefetch(sc + k, kHint);
-    _mm_prefetch(d, kHint);
+    if constexpr (kScales >= 64) {
+      for (size_t k = 0; k < kScales; k += 64) _mm_prefetch(sc + k, kHint);
+    } else if ((j & static_cast<int64_t>(64 / kScales - 1)) == 0) {
+      _mm_prefetch(sc, kHint);
+    }
+    if constexpr (kD > 0)
+      _mm_prefetch(reinterpret_cast<const char*>(g) + nb * (kQs + kScales) + j * kD, kHint);
   }
   // Always inlined, as Packed::prefetch_block below says why.
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t nb, int64_t b) {
@@ -140,7 +146,8 @@ struct Packed {
   static constexpr size_t kScaleBytes = kMx ? 16 : 32;             // per block: 16 rows' e or d
   static constexpr int32_t kZero = kQ4 ? 8 : kQ5 ? 16 : kMx ? 12 : 128;
   // Quant bytes per scale byte, which scales the scale stream's prefetch
-  // distances: q4_0 8, q5_0 10, mxfp4 16 (q8_0 takes q4_0's distance).
+  // distance in prefetch_pair_block: q4_0 8, q5_0 10, mxfp4 16 (q8_0 takes
+  // q4_0's distance).
   static constexpr int kQsPerScale = kMx ? 16 : kQ5 ? 10 : 8;
   // The fewest tokens a product takes in two-group tiles (pair_tile). Below
   // it one-group tiles are faster for the types whose two groups' weights
@@ -163,32 +170,36 @@ struct Packed {
     }
   }
 
-  // Every line of block b and of its scales, into L1 kPrefetchBytes ahead
-  // in the group's run (the scales as far ahead in theirs) and into L2 `far`
-  // bytes ahead (the scales `far_scales`): a decode step streams weights
-  // from DRAM once. A two-group tile (pair_tile) sends the far prefetch to
-  // the same block of the next pair instead: the pair's own groups are next
-  // to each other, so a fixed distance ahead of the first lands in the
-  // second, which is being read already, and the next pair's second group
-  // came in only when it was read (2-thread A/B from DRAM, bench/kernel_ab.sh,
-  // 1024 x 2048 matrices, 8-24 tokens: q4_0 +4-20%, q8_0 +7-16%, mxfp4
-  // +9-17%, q5_0 +4-12%). Inlined early on purpose: GCC 12 counts a function
-  // of prefetches alone as free of side effects and drops its calls
+  // Block b + lead of the group run (GroupRun), a decode step streaming
+  // weights from DRAM once. Inlined early on purpose: GCC 12 counts a
+  // function of prefetches alone as free of side effects and drops its calls
   // (measured: no prefetch left in any tile, OLMoE Q4_0 decode 8% slower)
   // unless its body is already in the caller.
-  [[gnu::always_inline]] static void prefetch_block(const uint8_t* q, const uint8_t* scales,
-                                                    int64_t b, size_t far = kPrefetchFarBytes,
-                                                    size_t far_scales = kPrefetchFarBytes /
-                                                                        kQsPerScale) {
+  [[gnu::always_inline]] static void prefetch_block(const uint8_t* g, int64_t nb, int64_t b) {
+    GroupRun<kQsBytes, kScaleBytes>::prefetch(g, nb, b);
+  }
+
+  // A two-group tile's (pair_tile) block b of one group (q: its bytes):
+  // into L1 kPrefetchBytes ahead in the group's quants (its scales as far
+  // ahead in theirs), into L2 the same block of the next pair. The pair's
+  // own groups are next to each other, so a fixed distance ahead of the
+  // first lands in the second, which is being read already (2-thread A/B
+  // from DRAM, bench/kernel_ab.sh, 1024 x 2048 matrices, 8-24 tokens,
+  // against that: q4_0 +4-20%, q8_0 +7-16%, mxfp4 +9-17%, q5_0 +4-12%). It
+  // beats the group run's prefetch here too: q4_0 at 8 tokens 2-5% faster
+  // than blocks b + lead of the run of pairs. Inlined early, as
+  // prefetch_block.
+  [[gnu::always_inline]] static void prefetch_pair_block(const uint8_t* q, const uint8_t* scales, int64_t b,
+                                                         size_t group_bytes) {
     const char* qc = reinterpret_cast<const char*>(q);
     const char* sc = reinterpret_cast<const char*>(scales) + kScaleBytes * b;
     for (size_t k = 0; k < kQsBytes / 64; ++k) {
       _mm_prefetch(qc + 64 * k + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(qc + 64 * k + far, _MM_HINT_T1);
+      _mm_prefetch(qc + 64 * k + 2 * group_bytes, _MM_HINT_T1);
     }
     if ((b & static_cast<int64_t>(64 / kScaleBytes - 1)) == 0) {
       _mm_prefetch(sc + kPrefetchBytes / kQsPerScale, _MM_HINT_T0);
-      _mm_prefetch(sc + far_scales, _MM_HINT_T1);
+      _mm_prefetch(sc + 2 * group_bytes, _MM_HINT_T1);
     }
   }
 
@@ -245,7 +256,7 @@ struct Packed {
     const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQsBytes;
-      prefetch_block(q, scales, b);
+      prefetch_block(g, nb, b);
       __m512i w[8];
       weights_of(q, m4, table, w);
       const __m512 dw = scales_of(scales, b);
@@ -296,7 +307,7 @@ struct Packed {
 #pragma GCC unroll 2
       for (int i = 0; i < 2; ++i) {
         const uint8_t* q = gq[i] + b * kQsBytes;
-        prefetch_block(q, scales[i], b, 2 * group_bytes, 2 * group_bytes);
+        prefetch_pair_block(q, scales[i], b, group_bytes);
         weights_of(q, m4, table, w[i]);
         dw[i] = scales_of(scales[i], b);
       }
@@ -514,7 +525,7 @@ struct PackedQ4K {
     return s % 2 ? _mm512_andnot_si512(m, v) : _mm512_and_si512(v, m);
   }
   static void unpack(const uint8_t* g, int64_t nb, int64_t b, Unpacked& u) {
-    KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
+    GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
     const uint8_t* q = g + b * kQs;
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) u.nib[8 * s + k] = nibbles(q, s, k);
@@ -598,7 +609,7 @@ struct PackedQ4K {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQs;
       const uint8_t* sb = scales + b * kScales;
-      KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
+      GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
       __m512i sc[8], sp[4], mp[4];
       if constexpr (T == 1)
         scale_pairs(sb, sp, mp);  // one token takes the pairs as they are
@@ -921,7 +932,7 @@ struct PackedQ6K {
 
   static void load(const uint8_t* g, int64_t nb, int64_t b, Q6KGroups::Words& o) {
     const uint8_t* q = g + b * kQs;
-    KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
+    GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
     for (int w = 0; w < 16; ++w) {
       o.qa[w] = _mm512_loadu_si512(q + 64 * w);
       o.qb[w] = _mm512_loadu_si512(q + 64 * (16 + w));
@@ -947,7 +958,7 @@ struct PackedQ6K {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + b * kQs;
       const uint8_t* sb = scales + b * kScales;
-      KQuantRun<kQs, kScales, kD>::prefetch(g, nb, b);
+      GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
       __m512i S[T];
       for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4

@@ -16,6 +16,7 @@ lib=$1
     if (name ~ /Packed<\(colibri::DType\)[0-9]+>::tile</) fam = "packed tile"
     else if (name ~ /Packed<\(colibri::DType\)[0-9]+>::pair_tile</) fam = "packed pair tile"
     else if (name ~ /PackedQ4K::tile</) fam = "packed q4_K tile"
+    else if (name ~ /PackedQ6K::tile</) fam = "packed q6_K tile"
     else if (name ~ /<void colibri::\(anonymous namespace\)::attend_512</) fam = "attend_512"
     else if (name ~ /<void colibri::\(anonymous namespace\)::attend_x86</) fam = "attend_x86"
     else if (name ~ /Q6_KKernel::tile</) fam = "q6_K tile"
@@ -34,6 +35,6 @@ lib=$1
       n++
       printf "%s: %d functions, %d prefetch instructions\n", f, seen[f], with[f] + 0
     }
-    if (n < 6) { printf "found %d of the 6 kernel families: names changed?\n", n; bad = 1 }
+    if (n < 7) { printf "found %d of the 7 kernel families: names changed?\n", n; bad = 1 }
     exit bad
   }'

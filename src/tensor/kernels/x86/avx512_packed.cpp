@@ -87,6 +87,15 @@ struct GroupRun {
 
 constexpr int64_t kTokenBlock = 64;
 
+// The next tile's tokens of `left`, tiles of up to `step` as even as that
+// allows (8 as two pair tiles of 4, not 6 and 2). A decode step's one token
+// takes no division.
+inline int64_t even_tile(int64_t left, int64_t step) {
+  if (left <= step) return left;
+  const int64_t tiles = (left + step - 1) / step;
+  return (left + tiles - 1) / tiles;
+}
+
 // Per token and block: -zero * sum(x) and d_x.
 struct XPrep {
   int32_t corr;
@@ -189,8 +198,8 @@ struct Packed {
   // beats the group run's prefetch here too: q4_0 at 8 tokens 2-5% faster
   // than blocks b + lead of the run of pairs. Inlined early, as
   // prefetch_block.
-  [[gnu::always_inline]] static void prefetch_pair_block(const uint8_t* q, const uint8_t* scales, int64_t b,
-                                                         size_t group_bytes) {
+  [[gnu::always_inline]] static void prefetch_pair_block(const uint8_t* q, const uint8_t* scales,
+                                                         int64_t b, size_t group_bytes) {
     const char* qc = reinterpret_cast<const char*>(q);
     const char* sc = reinterpret_cast<const char*>(scales) + kScaleBytes * b;
     for (size_t k = 0; k < kQsBytes / 64; ++k) {
@@ -396,15 +405,7 @@ struct Packed {
         const bool pair = tn > 1 && nt >= kPairFrom && gi + 1 < n_groups;
         const int64_t step = pair ? kPairTokens : kTileTokens;
         for (int64_t t = 0, m; t < tn; t += m) {
-          // The tokens left in tiles as even as the tile size allows (8 as
-          // two pair tiles of 4, not 6 and 2).
-          const int64_t left = tn - t;
-          if (left <= step) {
-            m = left;  // a decode step: no division on its path
-          } else {
-            const int64_t tiles = (left + step - 1) / step;
-            m = (left + tiles - 1) / tiles;
-          }
+          m = even_tile(tn - t, step);
           const block_q8_0* xb[kTileTokens];
           const XPrep* xp[kTileTokens];
           for (int k = 0; k < m; ++k) {
@@ -1018,7 +1019,8 @@ struct PackedQ6K {
       // Grows to the largest call, then is reused: no allocation per token.
       thread_local std::vector<int32_t> prep;
       const int64_t tb = std::min(nt, kTokenBlock);
-      if (prep.size() < static_cast<size_t>(tb * nb * 16)) prep.resize(static_cast<size_t>(tb * nb * 16));
+      if (prep.size() < static_cast<size_t>(tb * nb * 16))
+        prep.resize(static_cast<size_t>(tb * nb * 16));
       for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
         const int64_t tn = std::min(kTokenBlock, nt - t0);
         for (int64_t t = 0; t < tn; ++t) {
@@ -1028,21 +1030,15 @@ struct PackedQ6K {
         }
         for (int64_t gi = 0; gi < n_groups; ++gi) {
           for (int64_t t = 0, m; t < tn; t += m) {
-            // As even as the tile size allows (12 as two tiles of 6).
-            const int64_t left = tn - t;
-            if (left <= kDirect) {
-              m = left;
-            } else {
-              const int64_t tiles = (left + kDirect - 1) / kDirect;
-              m = (left + tiles - 1) / tiles;
-            }
+            m = even_tile(tn - t, kDirect);
             const block_q8_K* xb[kDirect];
             const int32_t* xo[kDirect];
             for (int k = 0; k < m; ++k) {
               xb[k] = reinterpret_cast<const block_q8_K*>(x + (t0 + t + k) * x_stride);
               xo[k] = prep.data() + (t + k) * nb * 16;
             }
-            kTiles.f[m - 1](w + gi * group_bytes, nb, xb, xo, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+            kTiles.f[m - 1](w + gi * group_bytes, nb, xb, xo,
+                            y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
           }
         }
       }

@@ -1018,28 +1018,24 @@ struct PackedQ6K {
       static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kDirect>{});
       // Grows to the largest call, then is reused: no allocation per token.
       thread_local std::vector<int32_t> prep;
-      const int64_t tb = std::min(nt, kTokenBlock);
-      if (prep.size() < static_cast<size_t>(tb * nb * 16))
-        prep.resize(static_cast<size_t>(tb * nb * 16));
-      for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
-        const int64_t tn = std::min(kTokenBlock, nt - t0);
-        for (int64_t t = 0; t < tn; ++t) {
-          const auto* xr = reinterpret_cast<const block_q8_K*>(x + (t0 + t) * x_stride);
-          for (int64_t b = 0; b < nb; ++b)
-            for (int j = 0; j < 16; ++j) prep[(t * nb + b) * 16 + j] = -32 * xr[b].bsums[j];
-        }
-        for (int64_t gi = 0; gi < n_groups; ++gi) {
-          for (int64_t t = 0, m; t < tn; t += m) {
-            m = even_tile(tn - t, kDirect);
-            const block_q8_K* xb[kDirect];
-            const int32_t* xo[kDirect];
-            for (int k = 0; k < m; ++k) {
-              xb[k] = reinterpret_cast<const block_q8_K*>(x + (t0 + t + k) * x_stride);
-              xo[k] = prep.data() + (t + k) * nb * 16;
-            }
-            kTiles.f[m - 1](w + gi * group_bytes, nb, xb, xo,
-                            y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+      if (prep.size() < static_cast<size_t>(nt * nb * 16))
+        prep.resize(static_cast<size_t>(nt * nb * 16));
+      for (int64_t t = 0; t < nt; ++t) {
+        const auto* xr = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
+        for (int64_t b = 0; b < nb; ++b)
+          for (int j = 0; j < 16; ++j) prep[(t * nb + b) * 16 + j] = -32 * xr[b].bsums[j];
+      }
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        for (int64_t t = 0, m; t < nt; t += m) {
+          m = even_tile(nt - t, kDirect);
+          const block_q8_K* xb[kDirect];
+          const int32_t* xo[kDirect];
+          for (int k = 0; k < m; ++k) {
+            xb[k] = reinterpret_cast<const block_q8_K*>(x + (t + k) * x_stride);
+            xo[k] = prep.data() + (t + k) * nb * 16;
           }
+          kTiles.f[m - 1](w + gi * group_bytes, nb, xb, xo, y + t * y_stride + gi * kPackRows,
+                          y_stride);
         }
       }
       return;

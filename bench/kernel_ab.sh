@@ -3,7 +3,7 @@
 # avx512_packed.cpp) in one binary, alternating pass by pass on the same bytes,
 # with a loads-only pass beside them (tests/tensor/bench/kernel_ab.cpp).
 #
-#   bench/kernel_ab.sh A B TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge]
+#   bench/kernel_ab.sh A B TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge] [split]
 #   bench/kernel_ab.sh HEAD . q8_0 1024 2048 128 8 2     # HEAD against the working tree
 #
 # A and B: a git revision (its copy of the file) or a path to a copy of it;

@@ -25,6 +25,16 @@ namespace {
 constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0,
                                   DType::Q4_K, DType::Q6_K, DType::MXFP4};
 
+// Row lengths for type t: `common` (multiples of 256), and for the
+// 32-element block types also 3, 5 and 90 blocks (GPT-OSS's 2880), whose
+// last unit of blocks (kernels/packed_layout.h: 2 blocks, mxfp4's 4) is
+// partial.
+std::vector<int64_t> widths(DType t, std::initializer_list<int64_t> common) {
+  std::vector<int64_t> n(common);
+  if (dtype_info(t).block_size == 32) n.insert(n.end(), {96, 160, 2880});
+  return n;
+}
+
 struct Case {
   std::vector<uint8_t> w;  // n_rows plain rows
   std::vector<uint8_t> xq; // n_tok activation rows, xs bytes apart
@@ -60,7 +70,7 @@ TEST(Packed, LayoutRoundTrips) {
   std::mt19937 rng(5);
   for (DType t : kPackedTypes) {
     const TypeTraits& tt = type_traits(t);
-    for (int64_t n : {256, 768, 2048}) {
+    for (int64_t n : widths(t, {256, 768, 2048})) {
       for (int rows : {16, 5}) {  // a whole group and a partial one
         const auto w = testing::random_weights(t, n * rows, rng);
         const size_t rb = row_bytes(t, n);
@@ -90,7 +100,7 @@ TEST(Packed, IsaPackingEqualsTheReferenceLayout) {
     for (DType t : kPackedTypes) {
       const PackGroupFn f = kernel_table(isa).pack_group[slot(t)];
       if (!f) continue;
-      for (int64_t n : {256, 768, 1280, 2048})
+      for (int64_t n : widths(t, {256, 768, 1280, 2048}))
         for (int rows : {16, 11, 1})
           for (size_t pad : {size_t{0}, size_t{18}}) {
             const size_t rb = row_bytes(t, n), stride = rb + pad;
@@ -111,7 +121,7 @@ TEST(Packed, IsaPackingEqualsTheReferenceLayout) {
 TEST(Packed, ScalarKernelMatchesReferenceDot) {
   std::mt19937 rng(7);
   for (DType t : kPackedTypes)
-    for (int64_t n : {256, 512, 2048})
+    for (int64_t n : widths(t, {256, 512, 2048}))
       for (testing::Scales s : {testing::Scales::kTypical, testing::Scales::kLarge}) {
         const int64_t n_rows = 32, n_tok = 3;
         Case c = make_case(t, n, n_rows, n_tok, rng, s);
@@ -146,7 +156,7 @@ TEST(Packed, IsaKernelsEqualScalarBitForBit) {
     for (DType t : kPackedTypes) {
       const PackedTileFn f = kernel_table(isa).packed[slot(t)];
       if (!f) continue;
-      for (int64_t n : {256, 1280, 2048})
+      for (int64_t n : widths(t, {256, 1280, 2048}))
         for (int64_t n_tok : {1, 3, 4, 5, 8, 9, 17, 70})
           for (bool all_max : {false, true}) {
             const int64_t n_rows = 48;

@@ -4,9 +4,12 @@
 // over the same bytes beside them: on a host whose memory bandwidth moves by
 // a third minute to minute, alternating binaries cannot separate a few
 // percent, alternating passes can. Not a test; run it through the script:
-//   kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge]
-// (huge: the matrices in 2 MiB pages, as the engine's expert slots are) prints each build's median
-// GB/s of weights, B over A, and whether their outputs are the same bits.
+//   kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge] [split]
+// (huge: the matrices in 2 MiB pages, as the engine's expert slots are;
+// split: each matrix's groups split over the threads, as the engine splits a
+// decode step's products, instead of whole matrices a thread) prints each
+// build's median GB/s of weights, B over A, and whether their outputs are the
+// same bits.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "base/sys.h"
 #include "base/thread_pool.h"
 #include "bench_weights.h"
+#include "tensor/kernels/kernel_table.h"
 #include "tensor/ops.h"
 #include "tensor/quant_blocks.h"
 
@@ -32,13 +36,17 @@ void kernel_ab_a(DType, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t
                  size_t);
 void kernel_ab_b(DType, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*,
                  size_t);
+// Their kernel tables (add_avx512_packed_kernels): each build packs its own
+// copy of the weights, so two builds of different layouts run on theirs.
+void kernel_ab_a_add(KernelTable&);
+void kernel_ab_b_add(KernelTable&);
 
 namespace {
 
 int run(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr,
-                 "usage: kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge]\n");
+    std::fprintf(
+        stderr, "usage: kernel_ab TYPE ROWS COLS MIB [TOKENS] [THREADS] [PASSES] [huge] [split]\n");
     return 2;
   }
   DType type = DType::F32;
@@ -62,21 +70,43 @@ int run(int argc, char** argv) {
   }
   const size_t mat = row_bytes(type, cols) * static_cast<size_t>(rows);
   const int64_t n_mat = std::max<int64_t>(1, static_cast<int64_t>(mib * (1 << 20) / mat));
-  const bool huge = argc > 8 && std::string(argv[8]) == "huge";
-  const size_t bytes = mat * n_mat;
-  auto* wp = static_cast<uint8_t*>(map_anonymous(bytes, huge));
-  if (!wp) {
-    std::fprintf(stderr, "cannot map %zu bytes\n", bytes);
-    return 2;
+  bool huge = false, split = false;
+  for (int a = 8; a < argc; ++a) {
+    huge |= std::string(argv[a]) == "huge";
+    split |= std::string(argv[a]) == "split";
   }
+  const size_t bytes = mat * n_mat;
   struct Unmap {
     void* p;
     size_t n;
-    ~Unmap() { munmap(p, n); }
-  } unmap{wp, bytes};
+    ~Unmap() {
+      if (p) munmap(p, n);
+    }
+  } unmap[2] = {{map_anonymous(bytes, huge), bytes}, {map_anonymous(bytes, huge), bytes}};
+  if (!unmap[0].p || !unmap[1].p) {
+    std::fprintf(stderr, "cannot map 2 x %zu bytes\n", bytes);
+    return 2;
+  }
+  uint8_t* const wv[2] = {static_cast<uint8_t*>(unmap[0].p), static_cast<uint8_t*>(unmap[1].p)};
   std::mt19937 rng(1);
-  fill_bench_weights(type, wp, bytes, rng);
-  for (int64_t m = 0; m < n_mat; ++m) pack_rows(type, wp + m * mat, rows, cols);
+  fill_bench_weights(type, wv[0], bytes, rng);
+  // The same rows, packed by each build into its copy (B's from A's plain
+  // bytes, then A's in place through a group-sized buffer).
+  KernelTable tables[2];
+  kernel_ab_a_add(tables[0]);
+  kernel_ab_b_add(tables[1]);
+  for (const KernelTable& t : tables)
+    if (!t.pack_group[slot(type)]) {
+      std::fprintf(stderr, "a build without a packing of %s\n", argv[1]);
+      return 2;
+    }
+  const size_t rb = row_bytes(type, cols), gb = 16 * rb;
+  std::vector<uint8_t> plain(gb);
+  for (int v : {1, 0})
+    for (size_t at = 0; at < bytes; at += gb) {
+      std::memcpy(plain.data(), wv[0] + at, gb);
+      tables[v].pack_group[slot(type)](plain.data(), rb, 16, wv[v] + at, cols);
+    }
   // The activations, random floats quantized to the weight type's dot type
   // (q8_0 blocks, or q8_K with their sums for the k-quants).
   const size_t x_stride = activation_bytes(type, Precision::kNative, cols);
@@ -93,12 +123,27 @@ int run(int argc, char** argv) {
   std::vector<uint64_t> sums(threads);
   ThreadPool pool(threads);
 
-  // Variant 0 and 1: the builds; 2: loads only. Matrices split over threads.
+  // Variant 0 and 1: the builds; 2: loads only. Matrices split over threads,
+  // or (split) each matrix's groups.
+  const int64_t groups = rows / 16;
+  const size_t group_bytes = mat / static_cast<size_t>(groups);
   auto pass = [&](int v) {
     const double t0 = now_seconds();
+    if (split) {
+      for (int64_t m = 0; m < n_mat; ++m)
+        pool.parallel_for(groups, 1, [&](int64_t b, int64_t e, int th) {
+          const uint8_t* p = wv[v & 1] + m * mat + b * group_bytes;
+          if (v == 2)
+            sums[th] += read_sum(p, (e - b) * group_bytes / 256 * 256);
+          else
+            fn[v](type, p, e - b, x.data(), x_stride, nt, cols, y[v].data() + m * ys + b * 16,
+                  static_cast<size_t>(rows));
+        });
+      return static_cast<double>(mat * n_mat) / (now_seconds() - t0) / 1e9;
+    }
     pool.parallel_for(n_mat, 1, [&](int64_t b, int64_t e, int th) {
       for (int64_t m = b; m < e; ++m) {
-        const uint8_t* p = wp + m * mat;
+        const uint8_t* p = wv[v & 1] + m * mat;
         if (v == 2)
           sums[th] += read_sum(p, mat / 256 * 256);
         else
@@ -121,12 +166,12 @@ int run(int argc, char** argv) {
   }
   const bool same = std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)) == 0;
   std::printf(
-      "%s %lld x %lld, %lld matrices (%.1f MiB%s), %lld tokens, %d threads, medians of %d: "
+      "%s %lld x %lld, %lld matrices (%.1f MiB%s%s), %lld tokens, %d threads, medians of %d: "
       "A %.1f GB/s, B %.1f GB/s, B/A %.3f, loads-only %.1f GB/s; outputs %s\n",
       argv[1], static_cast<long long>(rows), static_cast<long long>(cols),
       static_cast<long long>(n_mat), mat * n_mat / 1048576.0, huge ? ", 2 MiB pages" : "",
-      static_cast<long long>(nt), threads, passes, med[0], med[1], med[1] / med[0], med[2],
-      same ? "the same bits" : "DIFFER");
+      split ? ", each split over the threads" : "", static_cast<long long>(nt), threads, passes,
+      med[0], med[1], med[1] / med[0], med[2], same ? "the same bits" : "DIFFER");
   return same ? 0 : 1;
 }
 

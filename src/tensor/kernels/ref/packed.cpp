@@ -3,24 +3,26 @@
 // A packed group holds kPackRows (16) consecutive weight rows, interleaved so
 // that one 64-byte vector carries the same 4 bytes of every row: a VNNI dot
 // instruction then sums 4 products for each of 16 rows at once, with the
-// activations broadcast. Per block b of the group (nb blocks per row):
+// activations broadcast. The 32-element block types keep each block's
+// quants and its 16 scales together: the group is a run of units of U =
+// 64 / S blocks (S: a block's scale bytes, 32 or 16), each unit its U
+// blocks' quants (Q bytes a block) and then their U x S scale bytes, one
+// 64-byte line (kernels/packed_layout.h; a last unit of r < U blocks has r x
+// S). A group is then one forward stream, which the memory system reads up
+// to a third faster than the quants and the scales as two streams. Per block:
 //
-//   q4_0: bytes [256 b, 256 b + 256): word k (k < 4) of row i's qs at
-//         64 k + 4 i; then, after all nb blocks, 16 halves (row i's d) per
-//         block at 256 nb + 32 b + 2 i.
-//   q8_0: bytes [512 b, 512 b + 512): word k (k < 8) of row i's qs at
-//         64 k + 4 i, each byte stored as q + 128 (unsigned); then the
-//         scales as for q4_0 at 512 nb + 32 b + 2 i.
-//   mxfp4: bytes [256 b, 256 b + 256): word k (k < 4) of row i's qs (the
-//         E2M1 codes, as in the file) at 64 k + 4 i; then, after all nb
-//         blocks, 16 E8M0 bytes (row i's e) per block at 256 nb + 16 b + i.
-//   q5_0: bytes [320 b, 320 b + 320): word k (k < 4) of row i's qs at
-//         64 k + 4 i (the low four bits of each value, as q4_0's nibbles);
-//         then at 256 + 8 m (m < 8) a 64-bit word whose bit 4 i + j is the
-//         fifth bit of element 4 m + j of row i (bit 4 m + j of its qh), so
-//         that bit p of mask m goes with byte p of word vector m mod 4 (low
-//         nibbles for m < 4, high ones for m >= 4); then the scales as for
-//         q4_0 at 320 nb + 32 b + 2 i.
+//   q4_0: Q = 256, word k (k < 4) of row i's qs at 64 k + 4 i; S = 32, row
+//         i's d (a half) at 2 i of the block's scales.
+//   q8_0: Q = 512, word k (k < 8) of row i's qs at 64 k + 4 i, each byte
+//         stored as q + 128 (unsigned); scales as q4_0's.
+//   mxfp4: Q = 256, word k (k < 4) of row i's qs (the E2M1 codes, as in the
+//         file) at 64 k + 4 i; S = 16, row i's E8M0 e at i.
+//   q5_0: Q = 320, word k (k < 4) of row i's qs at 64 k + 4 i (the low four
+//         bits of each value, as q4_0's nibbles); then at 256 + 8 m (m < 8) a
+//         64-bit word whose bit 4 i + j is the fifth bit of element 4 m + j
+//         of row i (bit 4 m + j of its qh), so that bit p of mask m goes with
+//         byte p of word vector m mod 4 (low nibbles for m < 4, high ones for
+//         m >= 4); scales as q4_0's.
 //   q4_K: per super-block b, word k (k < 32) of row i's qs at 2048 b +
 //         64 k + 4 i; then word w (w < 3) of its scales and mins at 2048 nb +
 //         192 b + 64 w + 4 i; then d at 2240 nb + 64 b + 2 i and dmin 32
@@ -60,6 +62,7 @@
 #include <cstring>
 
 #include "tensor/half.h"
+#include "tensor/kernels/packed_layout.h"
 #include "tensor/kernels/ref/ref.h"
 #include "tensor/quant_blocks.h"
 
@@ -76,19 +79,20 @@ template <int kWords, size_t kBlockBytes, size_t kQsOffset>
 void pack_group(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n,
                 uint32_t flip) {
   constexpr size_t kS = kQsOffset;
+  using Units = PackedUnits<64 * kWords, kRows * kS>;
   const int64_t nb = n / kQK;
-  uint8_t* scales = dst + nb * kWords * 64;
   for (int i = 0; i < kRows; ++i) {
     const uint8_t* row = src + i * src_stride;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = dst + b * kWords * 64 + 4 * i;
+      uint8_t* out = dst + Units::quants(b) + 4 * i;
+      uint8_t* scale = dst + Units::scales(nb, b) + kS * i;
       if (i >= rows) {  // zero quants and zero scales: the row adds nothing
         for (int k = 0; k < kWords; ++k) std::memcpy(out + 64 * k, &flip, 4);
-        std::memset(scales + kRows * kS * b + kS * i, 0, kS);
+        std::memset(scale, 0, kS);
         continue;
       }
       const uint8_t* blk = row + b * kBlockBytes;
-      std::memcpy(scales + kRows * kS * b + kS * i, blk, kS);
+      std::memcpy(scale, blk, kS);
       for (int k = 0; k < kWords; ++k) {
         uint32_t v;
         std::memcpy(&v, blk + kQsOffset + 4 * k, 4);
@@ -103,14 +107,14 @@ void pack_group(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, i
 template <int kWords, size_t kBlockBytes, size_t kQsOffset>
 void unpack_row(const uint8_t* group, int i, uint8_t* dst, int64_t n, uint8_t flip) {  // flip: per byte
   constexpr size_t kS = kQsOffset;
+  using Units = PackedUnits<64 * kWords, kRows * kS>;
   const int64_t nb = n / kQK;
-  const uint8_t* scales = group + nb * kWords * 64;
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* blk = dst + b * kBlockBytes;
-    std::memcpy(blk, scales + kRows * kS * b + kS * i, kS);
+    const uint8_t* q = group + Units::quants(b);
+    std::memcpy(blk, group + Units::scales(nb, b) + kS * i, kS);
     for (int k = 0; k < kWords; ++k)
-      for (int j = 0; j < 4; ++j)
-        blk[kQsOffset + 4 * k + j] = group[b * kWords * 64 + 64 * k + 4 * i + j] ^ flip;
+      for (int j = 0; j < 4; ++j) blk[kQsOffset + 4 * k + j] = q[64 * k + 4 * i + j] ^ flip;
   }
 }
 
@@ -346,21 +350,22 @@ void pack_group_mxfp4(const uint8_t* src, size_t src_stride, int rows, uint8_t* 
 }
 
 constexpr size_t kQ5Qs = 320;  // per block and group: 4 word vectors, 8 masks
+using Q5Units = PackedUnits<kQ5Qs, 32>;
 
 void pack_group_q5_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   const int64_t nb = n / kQK;
-  uint8_t* scales = dst + nb * kQ5Qs;
   for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = dst + b * kQ5Qs;
+    uint8_t* out = dst + Q5Units::quants(b);
+    uint8_t* scales = dst + Q5Units::scales(nb, b);
     uint64_t masks[8] = {};
     for (int i = 0; i < kRows; ++i) {
       if (i >= rows) {  // zero quants and scale: the row adds nothing
         for (int k = 0; k < 4; ++k) std::memset(out + 64 * k + 4 * i, 0, 4);
-        std::memset(scales + 32 * b + 2 * i, 0, 2);
+        std::memset(scales + 2 * i, 0, 2);
         continue;
       }
       const auto* blk = reinterpret_cast<const block_q5_0*>(src + i * src_stride) + b;
-      std::memcpy(scales + 32 * b + 2 * i, &blk->d, 2);
+      std::memcpy(scales + 2 * i, &blk->d, 2);
       for (int k = 0; k < 4; ++k) std::memcpy(out + 64 * k + 4 * i, blk->qs + 4 * k, 4);
       uint32_t qh;
       std::memcpy(&qh, blk->qh, 4);
@@ -373,11 +378,10 @@ void pack_group_q5_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
 
 void unpack_row_q5_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
   const int64_t nb = n / kQK;
-  const uint8_t* scales = group + nb * kQ5Qs;
   for (int64_t b = 0; b < nb; ++b) {
     auto* blk = reinterpret_cast<block_q5_0*>(dst) + b;
-    const uint8_t* in = group + b * kQ5Qs;
-    std::memcpy(&blk->d, scales + 32 * b + 2 * i, 2);
+    const uint8_t* in = group + Q5Units::quants(b);
+    std::memcpy(&blk->d, group + Q5Units::scales(nb, b) + 2 * i, 2);
     for (int k = 0; k < 4; ++k) std::memcpy(blk->qs + 4 * k, in + 64 * k + 4 * i, 4);
     uint64_t masks[8];
     std::memcpy(masks, in + 256, sizeof(masks));
@@ -398,8 +402,8 @@ void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t 
                    int64_t nt, int64_t n, float* y, size_t y_stride, BlockSum block_sum,
                    Scale scale) {
   const int64_t nb = n / kQK;
-  const size_t qs_bytes = 64 * kWords, scale_bytes = kRows * kScaleBytes;
-  const size_t group_bytes = static_cast<size_t>(nb) * (qs_bytes + scale_bytes);
+  using Units = PackedUnits<64 * kWords, kRows * kScaleBytes>;
+  const size_t group_bytes = static_cast<size_t>(nb) * (64 * kWords + kRows * kScaleBytes);
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* gw = w + g * group_bytes;
     for (int64_t t = 0; t < nt; ++t) {
@@ -407,8 +411,8 @@ void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t 
       for (int i = 0; i < kRows; ++i) {
         float acc = 0;
         for (int64_t b = 0; b < nb; ++b) {
-          const int32_t isum = block_sum(gw + b * qs_bytes, i, xb[b].qs);
-          const float dw = scale(gw + nb * qs_bytes + scale_bytes * b + kScaleBytes * i);
+          const int32_t isum = block_sum(gw + Units::quants(b), i, xb[b].qs);
+          const float dw = scale(gw + Units::scales(nb, b) + kScaleBytes * i);
           acc = std::fma(static_cast<float>(isum), dw * half_to_float(xb[b].d), acc);
         }
         y[t * y_stride + g * kRows + i] = acc;

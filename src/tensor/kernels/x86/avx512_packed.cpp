@@ -28,9 +28,10 @@
 #include <utility>
 #include <vector>
 
-#include "tensor/kernels/kernel_table.h"
-#include "tensor/kernels/x86/q6_k_fields.h"
 #include "base/error.h"
+#include "tensor/kernels/kernel_table.h"
+#include "tensor/kernels/packed_layout.h"
+#include "tensor/kernels/x86/q6_k_fields.h"
 #include "tensor/quant_blocks.h"
 
 namespace colibri {
@@ -45,17 +46,16 @@ constexpr int kPairTokens = 6;
 constexpr int kPrefetchBytes = 4096;
 constexpr int kPrefetchFarBytes = 16384;
 
-// A packed group holds the quant bytes of its nb blocks (or super-blocks),
-// then their scales, then (k-quants) their d, and the groups of a matrix
-// follow one another. The kernels prefetch block b + lead of that run (past
-// the group's last block into the next group's first): every line it will
-// read, its quants, scales and d alike. A distance in bytes instead lands in
-// the wrong part near a group's end: its own scales, while the next group's
-// scales and d came in only as they were read and its first quants only
-// into L2. kScales under 64 bytes: a scale line is prefetched with its first
-// block.
-template <size_t kQs, size_t kScales, size_t kD = 0>
+// A k-quant packed group holds the quant bytes of its nb super-blocks, then
+// their scales, then their d, and the groups of a matrix follow one another.
+// The k-quant kernels prefetch super-block b + lead of that run (past the
+// group's last into the next group's first): every line it will read, its
+// quants, scales and d alike. A distance in bytes instead lands in the wrong
+// part near a group's end: its own scales, while the next group's scales and
+// d came in only as they were read and its first quants only into L2.
+template <size_t kQs, size_t kScales, size_t kD>
 struct GroupRun {
+  static_assert(kScales % 64 == 0 && kD <= 64);
   static constexpr size_t kBytes = kQs + kScales + kD;
   // Blocks ahead: about kPrefetchBytes into L1, kPrefetchFarBytes into L2.
   static constexpr int64_t kNear = (kPrefetchBytes + kBytes / 2) / kBytes;
@@ -70,15 +70,10 @@ struct GroupRun {
     const char* q = reinterpret_cast<const char*>(g) + j * kQs;
     const char* sc = reinterpret_cast<const char*>(g) + nb * kQs + j * kScales;
     for (size_t k = 0; k < kQs; k += 64) _mm_prefetch(q + k, kHint);
-    if constexpr (kScales >= 64) {
-      for (size_t k = 0; k < kScales; k += 64) _mm_prefetch(sc + k, kHint);
-    } else if ((j & static_cast<int64_t>(64 / kScales - 1)) == 0) {
-      _mm_prefetch(sc, kHint);
-    }
-    if constexpr (kD > 0)
-      _mm_prefetch(reinterpret_cast<const char*>(g) + nb * (kQs + kScales) + j * kD, kHint);
+    for (size_t k = 0; k < kScales; k += 64) _mm_prefetch(sc + k, kHint);
+    _mm_prefetch(reinterpret_cast<const char*>(g) + nb * (kQs + kScales) + j * kD, kHint);
   }
-  // Always inlined, as Packed::prefetch_block below says why.
+  // Always inlined, as Packed::prefetch_unit below says why.
   [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t nb, int64_t b) {
     prefetch_at<_MM_HINT_T0>(g, nb, b + kNear);
     prefetch_at<_MM_HINT_T1>(g, nb, b + kFar);
@@ -154,10 +149,8 @@ struct Packed {
   static constexpr size_t kQsBytes = 64 * kVecs + (kQ5 ? 64 : 0);  // per block
   static constexpr size_t kScaleBytes = kMx ? 16 : 32;             // per block: 16 rows' e or d
   static constexpr int32_t kZero = kQ4 ? 8 : kQ5 ? 16 : kMx ? 12 : 128;
-  // Quant bytes per scale byte, which scales the scale stream's prefetch
-  // distance in prefetch_pair_block: q4_0 8, q5_0 10, mxfp4 16 (q8_0 takes
-  // q4_0's distance).
-  static constexpr int kQsPerScale = kMx ? 16 : kQ5 ? 10 : 8;
+  // A group's units: 2 blocks' quants and their scales' line (mxfp4: 4).
+  using Units = PackedUnits<kQsBytes, kScaleBytes>;
   // The fewest tokens a product takes in two-group tiles (pair_tile). Below
   // it one-group tiles are faster for the types whose two groups' weights
   // fill most of the registers (q8_0's 16 weight vectors; q5_0's and mxfp4's
@@ -166,50 +159,72 @@ struct Packed {
   // q5_0 +5-35% in one-group tiles, and q4_0 -8..+10% (pairs kept from 2).
   static constexpr int64_t kPairFrom = kQ4 ? 2 : kTileTokens + 1;
 
-  // The 16 rows' weight scales of block b: fp16 d, or 2^(e - 128) exactly
-  // (e8m0_to_float_half; subnormal at e < 2, which vscalefps gives exactly).
-  static __m512 scales_of(const uint8_t* scales, int64_t b) {
+  // The 16 rows' weight scales of a block (s: its scale bytes): fp16 d, or
+  // 2^(e - 128) exactly (e8m0_to_float_half; subnormal at e < 2, which
+  // vscalefps gives exactly).
+  static __m512 scales_of(const uint8_t* s) {
     if constexpr (kMx) {
-      const __m512i e =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * b)));
+      const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
       return _mm512_scalef_ps(_mm512_set1_ps(1.0f),
                               _mm512_sub_ps(_mm512_cvtepi32_ps(e), _mm512_set1_ps(128.0f)));
     } else {
-      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * b)));
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
     }
   }
 
-  // Block b + lead of the group run (GroupRun), a decode step streaming
-  // weights from DRAM once. Inlined early on purpose: GCC 12 counts a
-  // function of prefetches alone as free of side effects and drops its calls
-  // (measured: no prefetch left in any tile, OLMoE Q4_0 decode 8% slower)
-  // unless its body is already in the caller.
-  [[gnu::always_inline]] static void prefetch_block(const uint8_t* g, int64_t nb, int64_t b) {
-    GroupRun<kQsBytes, kScaleBytes>::prefetch(g, nb, b);
+  // The lines kPrefetchBytes ahead of a unit (u: its first byte) into L1
+  // and kPrefetchFarBytes ahead into L2: a one-group tile reads its groups
+  // as one forward stream (kernels/packed_layout.h), a decode step streaming
+  // weights from DRAM once, so a distance in bytes lands on the lines it
+  // will read next, the next group's past a group's end. Inlined early on
+  // purpose: GCC 12 counts a function of prefetches alone as free of side
+  // effects and drops its calls (measured: no prefetch left in any tile,
+  // OLMoE Q4_0 decode 8% slower) unless its body is already in the caller.
+  [[gnu::always_inline]] static void prefetch_unit(const uint8_t* u) {
+    const char* c = reinterpret_cast<const char*>(u);
+    for (size_t k = 0; k < Units::kUnitBytes; k += 64) {
+      _mm_prefetch(c + k + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(c + k + kPrefetchFarBytes, _MM_HINT_T1);
+    }
   }
 
-  // A two-group tile's (pair_tile) block b of one group (q: its bytes):
-  // into L1 kPrefetchBytes ahead in the group's quants (its scales as far
-  // ahead in theirs), into L2 the same block of the next pair. The pair's
-  // own groups are next to each other, so a fixed distance ahead of the
-  // first lands in the second, which is being read already (2-thread A/B
-  // from DRAM, bench/kernel_ab.sh, 1024 x 2048 matrices, 8-24 tokens,
-  // against that: q4_0 +4-20%, q8_0 +7-16%, mxfp4 +9-17%, q5_0 +4-12%). It
-  // beats the group run's prefetch here too: q4_0 at 8 tokens 2-5% faster
-  // than blocks b + lead of the run of pairs. Inlined early, as
-  // prefetch_block.
-  [[gnu::always_inline]] static void prefetch_pair_block(const uint8_t* q, const uint8_t* scales,
-                                                         int64_t b, size_t group_bytes) {
-    const char* qc = reinterpret_cast<const char*>(q);
-    const char* sc = reinterpret_cast<const char*>(scales) + kScaleBytes * b;
-    for (size_t k = 0; k < kQsBytes / 64; ++k) {
-      _mm_prefetch(qc + 64 * k + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(qc + 64 * k + 2 * group_bytes, _MM_HINT_T1);
+  // A two-group tile's (pair_tile) unit of one group (u: its bytes): into
+  // L1 kPrefetchBytes ahead in the group, into L2 the same unit of the next
+  // pair. The pair's own groups are next to each other, so a fixed distance
+  // ahead of the first lands in the second, which is being read already
+  // (2-thread A/B from DRAM, bench/kernel_ab.sh, 1024 x 2048 matrices, 8-24
+  // tokens, against that: q4_0 +4-20%, q8_0 +7-16%, mxfp4 +9-17%, q5_0
+  // +4-12%). Inlined early, as prefetch_unit.
+  [[gnu::always_inline]] static void prefetch_pair_unit(const uint8_t* u, size_t group_bytes) {
+    const char* c = reinterpret_cast<const char*>(u);
+    for (size_t k = 0; k < Units::kUnitBytes; k += 64) {
+      _mm_prefetch(c + k + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(c + k + 2 * group_bytes, _MM_HINT_T1);
     }
-    if ((b & static_cast<int64_t>(64 / kScaleBytes - 1)) == 0) {
-      _mm_prefetch(sc + kPrefetchBytes / kQsPerScale, _MM_HINT_T0);
-      _mm_prefetch(sc + 2 * group_bytes, _MM_HINT_T1);
+  }
+
+  // A group of nb blocks in its order (kernels/packed_layout.h): unit(u) at
+  // each unit (u: its offset in the group) before its blocks, then block(b,
+  // q, s) for each of them (q and s: the offsets of block b's quants and
+  // scales). Whole units take a fixed count of blocks, unrolled; the last
+  // unit takes the rest. (Addresses from the block index instead, with a
+  // division and a min per block, cost the prompt tiles 2-6%.)
+  template <typename Unit, typename Block>
+  [[gnu::always_inline]] static void walk(int64_t nb, Unit&& unit, Block&& block) {
+    constexpr size_t kU = Units::kBlocks;
+    int64_t b = 0;
+    size_t u = 0;
+    for (; b + static_cast<int64_t>(kU) <= nb; b += kU, u += Units::kUnitBytes) {
+      unit(u);
+#pragma GCC unroll 4
+      for (size_t j = 0; j < kU; ++j)
+        block(b + j, u + j * kQsBytes, u + kU * kQsBytes + j * kScaleBytes);
     }
+    const auto left = static_cast<size_t>(nb - b);
+    if (left == 0) return;
+    unit(u);
+    for (size_t j = 0; j < left; ++j)
+      block(b + j, u + j * kQsBytes, u + left * kQsBytes + j * kScaleBytes);
   }
 
   // kMxfp4Values + 12 in every 16 bytes: vpermb reads an index's low 6
@@ -261,33 +276,32 @@ struct Packed {
                    const XPrep* const* xp, float* y, size_t y_stride) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    const uint8_t* scales = g + nb * kQsBytes;
     const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* q = g + b * kQsBytes;
-      prefetch_block(g, nb, b);
-      __m512i w[8];
-      weights_of(q, m4, table, w);
-      const __m512 dw = scales_of(scales, b);
-      for (int t = 0; t < T; ++t) {
-        const int8_t* x = xb[t][b].qs;
-        // Word j of the activations pairs with w[j] (q4_0, mxfp4: 0..3 low
-        // nibbles = elements 0..15, 4..7 high = 16..31; q8: elements 4j..4j+3).
-        __m512i isum;
-        if constexpr (kQ4) {
-          __m512i lo = _mm512_set1_epi32(xp[t][b].corr), hi = _mm512_setzero_si512();
-          for (int k = 0; k < 4; ++k) {
-            lo = dpbusd_x(lo, w[k], x + 4 * k);
-            hi = dpbusd_x(hi, w[4 + k], x + 16 + 4 * k);
+    walk(
+        nb, [&](size_t u) __attribute__((always_inline)) { prefetch_unit(g + u); },
+        [&](int64_t b, size_t q, size_t s) __attribute__((always_inline)) {
+          __m512i w[8];
+          weights_of(g + q, m4, table, w);
+          const __m512 dw = scales_of(g + s);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* x = xb[t][b].qs;
+            // Word j of the activations pairs with w[j] (q4_0, mxfp4: 0..3 low
+            // nibbles = elements 0..15, 4..7 high = 16..31; q8: elements 4j..4j+3).
+            __m512i isum;
+            if constexpr (kQ4) {
+              __m512i lo = _mm512_set1_epi32(xp[t][b].corr), hi = _mm512_setzero_si512();
+              for (int k = 0; k < 4; ++k) {
+                lo = dpbusd_x(lo, w[k], x + 4 * k);
+                hi = dpbusd_x(hi, w[4 + k], x + 16 + 4 * k);
+              }
+              isum = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4));
+            } else {
+              isum = dot8(_mm512_set1_epi32(xp[t][b].corr), w, x);
+            }
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xp[t][b].d));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[t]);
           }
-          isum = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, 4));
-        } else {
-          isum = dot8(_mm512_set1_epi32(xp[t][b].corr), w, x);
-        }
-        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xp[t][b].d));
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[t]);
-      }
-    }
+        });
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 
@@ -308,44 +322,48 @@ struct Packed {
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     const uint8_t* const gq[2] = {g, g + group_bytes};
-    const uint8_t* const scales[2] = {gq[0] + nb * kQsBytes, gq[1] + nb * kQsBytes};
     const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
-    for (int64_t b = 0; b < nb; ++b) {
-      __m512i w[2][8];
-      __m512 dw[2];
-#pragma GCC unroll 2
-      for (int i = 0; i < 2; ++i) {
-        const uint8_t* q = gq[i] + b * kQsBytes;
-        prefetch_pair_block(q, scales[i], b, group_bytes);
-        weights_of(q, m4, table, w[i]);
-        dw[i] = scales_of(scales[i], b);
-      }
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const int8_t* x = xb[t][b].qs;  // 2 bytes into its block: words unaligned
-        const __m512i corr = _mm512_set1_epi32(xp[t][b].corr);
-        // Two chains per group, as in the one-group tile: q4_0's low and
-        // high nibbles (words 0..3 and 4..7), the others' even and odd words.
-        __m512i s0[2] = {corr, corr}, s1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          const int j0 = kQ4 ? k : 2 * k, j1 = kQ4 ? 4 + k : 2 * k + 1;
-          const __m512i x0 = broadcast_word(x + 4 * j0), x1 = broadcast_word(x + 4 * j1);
+    walk(
+        nb,
+        [&](size_t u) __attribute__((always_inline)) {
+          prefetch_pair_unit(gq[0] + u, group_bytes);
+          prefetch_pair_unit(gq[1] + u, group_bytes);
+        },
+        [&](int64_t b, size_t q, size_t s) __attribute__((always_inline)) {
+          __m512i w[2][8];
+          __m512 dw[2];
 #pragma GCC unroll 2
           for (int i = 0; i < 2; ++i) {
-            s0[i] = _mm512_dpbusd_epi32(s0[i], w[i][j0], x0);
-            s1[i] = _mm512_dpbusd_epi32(s1[i], w[i][j1], x1);
+            weights_of(gq[i] + q, m4, table, w[i]);
+            dw[i] = scales_of(gq[i] + s);
           }
-        }
-        const __m512 dx = _mm512_set1_ps(xp[t][b].d);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const int8_t* x = xb[t][b].qs;  // 2 bytes into its block: words unaligned
+            const __m512i corr = _mm512_set1_epi32(xp[t][b].corr);
+            // Two chains per group, as in the one-group tile: q4_0's low and
+            // high nibbles (words 0..3 and 4..7), the others' even and odd words.
+            __m512i s0[2] = {corr, corr}, s1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+              const int j0 = kQ4 ? k : 2 * k, j1 = kQ4 ? 4 + k : 2 * k + 1;
+              const __m512i x0 = broadcast_word(x + 4 * j0), x1 = broadcast_word(x + 4 * j1);
 #pragma GCC unroll 2
-        for (int i = 0; i < 2; ++i) {
-          const __m512i isum = _mm512_add_epi32(s0[i], kQ4 ? _mm512_srai_epi32(s1[i], 4) : s1[i]);
-          acc[t][i] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw[i], dx), acc[t][i]);
-        }
-      }
-    }
+              for (int i = 0; i < 2; ++i) {
+                s0[i] = _mm512_dpbusd_epi32(s0[i], w[i][j0], x0);
+                s1[i] = _mm512_dpbusd_epi32(s1[i], w[i][j1], x1);
+              }
+            }
+            const __m512 dx = _mm512_set1_ps(xp[t][b].d);
+#pragma GCC unroll 2
+            for (int i = 0; i < 2; ++i) {
+              const __m512i isum =
+                  _mm512_add_epi32(s0[i], kQ4 ? _mm512_srai_epi32(s1[i], 4) : s1[i]);
+              acc[t][i] =
+                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw[i], dx), acc[t][i]);
+            }
+          }
+        });
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       _mm512_storeu_ps(y + t * y_stride, acc[t][0]);
@@ -730,19 +748,21 @@ inline void transpose_words(const uint8_t* p, size_t stride, __m512i (&out)[4]) 
 template <DType kType, int kWords, size_t kBlockBytes, size_t kScale>
 void pack_group_q(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   if (rows < kPackRows) return type_traits(kType).pack_group(src, src_stride, rows, dst, n);
+  using Units = PackedUnits<kWords * 64, kPackRows * kScale>;
   const __m512i flip = _mm512_set1_epi8(kWords == 8 ? static_cast<char>(0x80) : 0);
   const int64_t nb = n / kQK;
-  uint8_t* scales = dst + nb * kWords * 64;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = src + b * kBlockBytes;
+    uint8_t* q = dst + Units::quants(b);
     for (int h = 0; h < kWords / 4; ++h) {
       __m512i w[4];
       transpose_words(blk + kScale + 16 * h, src_stride, w);
       for (int k = 0; k < 4; ++k)
-        _mm512_storeu_si512(dst + b * kWords * 64 + 64 * (4 * h + k), _mm512_xor_si512(w[k], flip));
+        _mm512_storeu_si512(q + 64 * (4 * h + k), _mm512_xor_si512(w[k], flip));
     }
+    uint8_t* scales = dst + Units::scales(nb, b);
     for (int i = 0; i < kPackRows; ++i)
-      std::memcpy(scales + kPackRows * kScale * b + kScale * i, blk + i * src_stride, kScale);
+      std::memcpy(scales + kScale * i, blk + i * src_stride, kScale);
   }
 }
 
@@ -751,27 +771,28 @@ void pack_group_q(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst,
 // every row, narrowed to bytes and paired into one 64-bit word.
 void pack_group_q5_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   if (rows < kPackRows) return type_traits(DType::Q5_0).pack_group(src, src_stride, rows, dst, n);
-  constexpr size_t kQs = Packed<DType::Q5_0>::kQsBytes;
+  using Units = Packed<DType::Q5_0>::Units;
   const int64_t nb = n / kQK;
-  uint8_t* scales = dst + nb * kQs;
   const __m512i m4 = _mm512_set1_epi32(0xF);
   const __m128i pair = _mm_set1_epi16(0x1001);  // byte 2p + 16 x byte 2p + 1
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = src + b * sizeof(block_q5_0);
+    uint8_t* out = dst + Units::quants(b);
+    uint8_t* scales = dst + Units::scales(nb, b);
     __m512i w[4];
     transpose_words(blk + 6, src_stride, w);
-    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(dst + b * kQs + 64 * k, w[k]);
+    for (int k = 0; k < 4; ++k) _mm512_storeu_si512(out + 64 * k, w[k]);
     alignas(64) uint32_t qh[kPackRows];
     for (int i = 0; i < kPackRows; ++i) {
       std::memcpy(&qh[i], blk + i * src_stride + 2, 4);
-      std::memcpy(scales + 32 * b + 2 * i, blk + i * src_stride, 2);
+      std::memcpy(scales + 2 * i, blk + i * src_stride, 2);
     }
     const __m512i q = _mm512_load_si512(qh);
     for (int m = 0; m < 8; ++m) {
       const __m128i nib = _mm512_cvtepi32_epi8(_mm512_and_si512(_mm512_srli_epi32(q, 4 * m), m4));
       const __m128i packed = _mm_packus_epi16(_mm_maddubs_epi16(nib, pair), _mm_setzero_si128());
       const uint64_t mask = static_cast<uint64_t>(_mm_cvtsi128_si64(packed));
-      std::memcpy(dst + b * kQs + 256 + 8 * m, &mask, 8);
+      std::memcpy(out + 256 + 8 * m, &mask, 8);
     }
   }
 }

@@ -3,13 +3,13 @@
 // A packed group holds kPackRows (16) consecutive weight rows, interleaved so
 // that one 64-byte vector carries the same 4 bytes of every row: a VNNI dot
 // instruction then sums 4 products for each of 16 rows at once, with the
-// activations broadcast. The 32-element block types keep each block's
-// quants and its 16 scales together: the group is a run of units of U =
-// 64 / S blocks (S: a block's scale bytes, 32 or 16), each unit its U
-// blocks' quants (Q bytes a block) and then their U x S scale bytes, one
-// 64-byte line (kernels/packed_layout.h; a last unit of r < U blocks has r x
-// S). A group is then one forward stream, which the memory system reads up
-// to a third faster than the quants and the scales as two streams. Per block:
+// activations broadcast. Each block's quants and its 16 rows' scales stay
+// together: the group is a run of units of U = 64 / S blocks (S: a block's
+// scale bytes, 64, 32 or 16), each unit its U blocks' quants (Q bytes a
+// block) and then their U x S scale bytes, one 64-byte line
+// (kernels/packed_layout.h; a last unit of r < U blocks has r x S). A group
+// is then one forward stream, which the memory system reads up to a third
+// faster than the quants and the scales as two streams. Per block:
 //
 //   q4_0: Q = 256, word k (k < 4) of row i's qs at 64 k + 4 i; S = 32, row
 //         i's d (a half) at 2 i of the block's scales.
@@ -23,26 +23,26 @@
 //         of row i (bit 4 m + j of its qh), so that bit p of mask m goes with
 //         byte p of word vector m mod 4 (low nibbles for m < 4, high ones for
 //         m >= 4); scales as q4_0's.
-//   q4_K: per super-block b, word k (k < 32) of row i's qs at 2048 b +
-//         64 k + 4 i; then word w (w < 3) of its scales and mins at 2048 nb +
-//         192 b + 64 w + 4 i; then d at 2240 nb + 64 b + 2 i and dmin 32
-//         bytes after. The 8 six-bit scales sc and 8 mins m take the same 96
-//         bits as in the file, rearranged so that a SIMD kernel gets each pair
-//         (sc[2p] | sc[2p + 1] << 16, and the same for m) with one to four
-//         operations instead of eleven:
+//   q4_K: one super-block a unit (Q4KUnits): word k (k < 32) of row i's qs
+//         at 64 k + 4 i; then word w (w < 3) of its scales and mins at 2048 +
+//         64 w + 4 i; then d at 2240 + 2 i and dmin 32 bytes after (2304
+//         bytes a super-block). The 8 six-bit scales sc and 8 mins m take the
+//         same 96 bits as in the file, rearranged so that a SIMD kernel gets
+//         each pair (sc[2p] | sc[2p + 1] << 16, and the same for m) with one
+//         to four operations instead of eleven:
 //           W0 = sc0 | sc2 << 6 | (m4 & 15) << 12 | sc1 << 16 | sc3 << 22 | (m5 & 15) << 28
 //           W1 = sc4 | sc6 << 6 | (m6 & 15) << 12 | sc5 << 16 | sc7 << 22 | (m7 & 15) << 28
 //           W2 = m0 | m2 << 6 | (m4 >> 4) << 12 | (m6 >> 4) << 14 | m1 << 16 | m3 << 22
 //                | (m5 >> 4) << 28 | (m7 >> 4) << 30
-//   q6_K: per super-block b, 48 word vectors at 3072 b + 64 v + 4 i: v = w
-//         (w < 16) is word w of row i's QA = [ql 0..31 | ql 64..95], v = 16 +
-//         w word w of QB = [ql 32..63 | ql 96..127], v = 32 + w word w of qh
-//         (bytes 4 w .. 4 w + 3), so that byte j of QA, QB and qh words w go
-//         together as the plain AVX-512 kernel pairs them (kernels/x86/
-//         q6_k_fields.h: four vectors of 6-bit codes for weights 32 k + 4 w
-//         (w < 8) or 128 + 32 k + 4 (w - 8), k < 4); then after all nb
-//         super-blocks the scales, row i's of sub-block j at 3072 nb + 256 b +
-//         16 j + i; then d at 3328 nb + 32 b + 2 i.
+//   q6_K: units of two super-blocks (Q6KUnits): per super-block (Q = 3328),
+//         48 word vectors at 64 v + 4 i: v = w (w < 16) is word w of row i's
+//         QA = [ql 0..31 | ql 64..95], v = 16 + w word w of QB = [ql 32..63 |
+//         ql 96..127], v = 32 + w word w of qh (bytes 4 w .. 4 w + 3), so
+//         that byte j of QA, QB and qh words w go together as the plain
+//         AVX-512 kernel pairs them (kernels/x86/q6_k_fields.h: four vectors
+//         of 6-bit codes for weights 32 k + 4 w (w < 8) or 128 + 32 k + 4 (w
+//         - 8), k < 4); then the scales, row i's of sub-block j at 3072 + 16 j
+//         + i; after the unit's super-blocks their d (S = 32), row i's at 2 i.
 //
 // A group takes exactly the bytes of its 16 rows, so packing happens in place
 // and row ranges that are whole groups keep their offsets.
@@ -118,7 +118,7 @@ void unpack_row(const uint8_t* group, int i, uint8_t* dst, int64_t n, uint8_t fl
   }
 }
 
-constexpr size_t kQ4KQs = 2048, kQ4KScales = 192, kQ4KD = 64;  // per super-block and group
+constexpr size_t kQ4KScaleWords = 2048, kQ4KDmin = 32;  // offsets in a super-block's quants and d
 
 // A q4_K row's 12 scale bytes as the packed layout's three words, and back.
 void encode_scales_k(const uint8_t* raw, uint32_t (&w)[3]) {
@@ -153,59 +153,60 @@ void decode_scales_k(const uint32_t (&w)[3], uint8_t (&sc)[8], uint8_t (&m)[8]) 
 
 void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   const int64_t nb = n / kQK_K;
-  uint8_t* scales = dst + nb * kQ4KQs;
-  uint8_t* ds = scales + nb * kQ4KScales;
   for (int i = 0; i < kRows; ++i)
     for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* q = dst + Q4KUnits::quants(b);
+      uint8_t* sc = q + kQ4KScaleWords;
+      uint8_t* ds = dst + Q4KUnits::scales(nb, b);
       if (i >= rows) {  // zero quants, scales and d: the row adds nothing
-        for (int k = 0; k < 32; ++k) std::memset(dst + b * kQ4KQs + 64 * k + 4 * i, 0, 4);
-        for (int w = 0; w < 3; ++w) std::memset(scales + b * kQ4KScales + 64 * w + 4 * i, 0, 4);
-        std::memset(ds + b * kQ4KD + 2 * i, 0, 2);
-        std::memset(ds + b * kQ4KD + 32 + 2 * i, 0, 2);
+        for (int k = 0; k < 32; ++k) std::memset(q + 64 * k + 4 * i, 0, 4);
+        for (int w = 0; w < 3; ++w) std::memset(sc + 64 * w + 4 * i, 0, 4);
+        std::memset(ds + 2 * i, 0, 2);
+        std::memset(ds + kQ4KDmin + 2 * i, 0, 2);
         continue;
       }
       const auto* blk = reinterpret_cast<const block_q4_K*>(src + i * src_stride) + b;
-      for (int k = 0; k < 32; ++k) std::memcpy(dst + b * kQ4KQs + 64 * k + 4 * i, blk->qs + 4 * k, 4);
+      for (int k = 0; k < 32; ++k) std::memcpy(q + 64 * k + 4 * i, blk->qs + 4 * k, 4);
       uint32_t sw[3];
       encode_scales_k(blk->scales, sw);
-      for (int w = 0; w < 3; ++w) std::memcpy(scales + b * kQ4KScales + 64 * w + 4 * i, &sw[w], 4);
-      std::memcpy(ds + b * kQ4KD + 2 * i, &blk->d, 2);
-      std::memcpy(ds + b * kQ4KD + 32 + 2 * i, &blk->dmin, 2);
+      for (int w = 0; w < 3; ++w) std::memcpy(sc + 64 * w + 4 * i, &sw[w], 4);
+      std::memcpy(ds + 2 * i, &blk->d, 2);
+      std::memcpy(ds + kQ4KDmin + 2 * i, &blk->dmin, 2);
     }
 }
 
 void unpack_row_q4_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
   const int64_t nb = n / kQK_K;
-  const uint8_t* scales = group + nb * kQ4KQs;
-  const uint8_t* ds = scales + nb * kQ4KScales;
   for (int64_t b = 0; b < nb; ++b) {
     auto* blk = reinterpret_cast<block_q4_K*>(dst) + b;
-    for (int k = 0; k < 32; ++k) std::memcpy(blk->qs + 4 * k, group + b * kQ4KQs + 64 * k + 4 * i, 4);
+    const uint8_t* q = group + Q4KUnits::quants(b);
+    const uint8_t* ds = group + Q4KUnits::scales(nb, b);
+    for (int k = 0; k < 32; ++k) std::memcpy(blk->qs + 4 * k, q + 64 * k + 4 * i, 4);
     uint32_t sw[3];
-    for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+    for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], q + kQ4KScaleWords + 64 * w + 4 * i, 4);
     uint8_t sc[8], m[8];
     decode_scales_k(sw, sc, m);
     k4_pack_scale_min(sc, m, blk->scales);
-    std::memcpy(&blk->d, ds + b * kQ4KD + 2 * i, 2);
-    std::memcpy(&blk->dmin, ds + b * kQ4KD + 32 + 2 * i, 2);
+    std::memcpy(&blk->d, ds + 2 * i, 2);
+    std::memcpy(&blk->dmin, ds + kQ4KDmin + 2 * i, 2);
   }
 }
 
 void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride) {
   const int64_t nb = n / kQK_K;
-  const size_t group_bytes = static_cast<size_t>(nb) * (kQ4KQs + kQ4KScales + kQ4KD);
+  const size_t group_bytes = Q4KUnits::group_bytes(nb);
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* gw = w + g * group_bytes;
-    const uint8_t* scales = gw + nb * kQ4KQs;
-    const uint8_t* ds = scales + nb * kQ4KScales;
     for (int64_t t = 0; t < nt; ++t) {
       const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
       for (int i = 0; i < kRows; ++i) {
         float acc = 0;
         for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* q = gw + Q4KUnits::quants(b);
+          const uint8_t* ds = gw + Q4KUnits::scales(nb, b);
           uint32_t sw[3];
-          for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], scales + b * kQ4KScales + 64 * w + 4 * i, 4);
+          for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], q + kQ4KScaleWords + 64 * w + 4 * i, 4);
           uint8_t scs[8], ms[8];
           decode_scales_k(sw, scs, ms);
           int32_t S = 0, M = 0;
@@ -214,15 +215,15 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
             const int j = s / 2, shift = 4 * (s % 2);
             int32_t isum = 0;
             for (int l = 0; l < 32; ++l) {
-              const uint8_t q = gw[b * kQ4KQs + 64 * (8 * j + l / 4) + 4 * i + l % 4];
-              isum += ((q >> shift) & 0xF) * xb[b].qs[64 * j + 32 * (s % 2) + l];
+              const uint8_t v = q[64 * (8 * j + l / 4) + 4 * i + l % 4];
+              isum += ((v >> shift) & 0xF) * xb[b].qs[64 * j + 32 * (s % 2) + l];
             }
             S += sc * isum;
             M += m * (xb[b].bsums[2 * s] + xb[b].bsums[2 * s + 1]);
           }
           uint16_t d, dmin;
-          std::memcpy(&d, ds + b * kQ4KD + 2 * i, 2);
-          std::memcpy(&dmin, ds + b * kQ4KD + 32 + 2 * i, 2);
+          std::memcpy(&d, ds + 2 * i, 2);
+          std::memcpy(&dmin, ds + kQ4KDmin + 2 * i, 2);
           acc = std::fma(static_cast<float>(S), half_to_float(d) * xb[b].d, acc);
           acc = std::fma(-static_cast<float>(M), half_to_float(dmin) * xb[b].d, acc);
         }
@@ -234,7 +235,7 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
 
 namespace {
 
-constexpr size_t kQ6KQs = 3072, kQ6KScales = 256, kQ6KD = 32;  // per super-block and group
+constexpr size_t kQ6KScaleBytes = 3072;  // the scales' offset in a super-block's quants
 
 // Plain byte offset (in ql, or in qh for v >= 32) of byte c of word vector v.
 size_t q6_K_plain_byte(int v, int c) {
@@ -248,57 +249,52 @@ size_t q6_K_plain_byte(int v, int c) {
 
 void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   const int64_t nb = n / kQK_K;
-  uint8_t* scales = dst + nb * kQ6KQs;
-  uint8_t* ds = scales + nb * kQ6KScales;
   for (int i = 0; i < kRows; ++i)
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* q = dst + b * kQ6KQs;
+      uint8_t* q = dst + Q6KUnits::quants(b);
+      uint8_t* scales = q + kQ6KScaleBytes;
+      uint8_t* ds = dst + Q6KUnits::scales(nb, b);
       if (i >= rows) {  // zero codes, scales and d: the row adds nothing
         for (int v = 0; v < 48; ++v) std::memset(q + 64 * v + 4 * i, 0, 4);
-        for (int j = 0; j < 16; ++j) scales[b * kQ6KScales + 16 * j + i] = 0;
-        std::memset(ds + b * kQ6KD + 2 * i, 0, 2);
+        for (int j = 0; j < 16; ++j) scales[16 * j + i] = 0;
+        std::memset(ds + 2 * i, 0, 2);
         continue;
       }
       const auto* blk = reinterpret_cast<const block_q6_K*>(src + i * src_stride) + b;
       for (int v = 0; v < 48; ++v)
         for (int c = 0; c < 4; ++c)
           q[64 * v + 4 * i + c] = (v >= 32 ? blk->qh : blk->ql)[q6_K_plain_byte(v, c)];
-      for (int j = 0; j < 16; ++j)
-        scales[b * kQ6KScales + 16 * j + i] = static_cast<uint8_t>(blk->scales[j]);
-      std::memcpy(ds + b * kQ6KD + 2 * i, &blk->d, 2);
+      for (int j = 0; j < 16; ++j) scales[16 * j + i] = static_cast<uint8_t>(blk->scales[j]);
+      std::memcpy(ds + 2 * i, &blk->d, 2);
     }
 }
 
 void unpack_row_q6_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
   const int64_t nb = n / kQK_K;
-  const uint8_t* scales = group + nb * kQ6KQs;
-  const uint8_t* ds = scales + nb * kQ6KScales;
   for (int64_t b = 0; b < nb; ++b) {
     auto* blk = reinterpret_cast<block_q6_K*>(dst) + b;
-    const uint8_t* q = group + b * kQ6KQs;
+    const uint8_t* q = group + Q6KUnits::quants(b);
     for (int v = 0; v < 48; ++v)
       for (int c = 0; c < 4; ++c)
         (v >= 32 ? blk->qh : blk->ql)[q6_K_plain_byte(v, c)] = q[64 * v + 4 * i + c];
     for (int j = 0; j < 16; ++j)
-      blk->scales[j] = static_cast<int8_t>(scales[b * kQ6KScales + 16 * j + i]);
-    std::memcpy(&blk->d, ds + b * kQ6KD + 2 * i, 2);
+      blk->scales[j] = static_cast<int8_t>(q[kQ6KScaleBytes + 16 * j + i]);
+    std::memcpy(&blk->d, group + Q6KUnits::scales(nb, b) + 2 * i, 2);
   }
 }
 
 void packed_q6_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride) {
   const int64_t nb = n / kQK_K;
-  const size_t group_bytes = static_cast<size_t>(nb) * (kQ6KQs + kQ6KScales + kQ6KD);
+  const size_t group_bytes = Q6KUnits::group_bytes(nb);
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* gw = w + g * group_bytes;
-    const uint8_t* scales = gw + nb * kQ6KQs;
-    const uint8_t* ds = scales + nb * kQ6KScales;
     for (int64_t t = 0; t < nt; ++t) {
       const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
       for (int i = 0; i < kRows; ++i) {
         float acc = 0;
         for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* q = gw + b * kQ6KQs;
+          const uint8_t* q = gw + Q6KUnits::quants(b);
           int32_t I = 0;
           for (int j = 0; j < 16; ++j) {
             int32_t isum = 0;
@@ -313,10 +309,10 @@ void packed_q6_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
               const int u = nib | ((qh >> (2 * k)) & 3) << 4;
               isum += (u - 32) * xb[b].qs[e];
             }
-            I += static_cast<int8_t>(scales[b * kQ6KScales + 16 * j + i]) * isum;
+            I += static_cast<int8_t>(q[kQ6KScaleBytes + 16 * j + i]) * isum;
           }
           uint16_t d;
-          std::memcpy(&d, ds + b * kQ6KD + 2 * i, 2);
+          std::memcpy(&d, gw + Q6KUnits::scales(nb, b) + 2 * i, 2);
           acc = std::fma(static_cast<float>(I), half_to_float(d) * xb[b].d, acc);
         }
         y[t * y_stride + g * kRows + i] = acc;
@@ -403,7 +399,7 @@ void packed_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t 
                    Scale scale) {
   const int64_t nb = n / kQK;
   using Units = PackedUnits<64 * kWords, kRows * kScaleBytes>;
-  const size_t group_bytes = static_cast<size_t>(nb) * (64 * kWords + kRows * kScaleBytes);
+  const size_t group_bytes = Units::group_bytes(nb);
   for (int64_t g = 0; g < n_groups; ++g) {
     const uint8_t* gw = w + g * group_bytes;
     for (int64_t t = 0; t < nt; ++t) {

@@ -46,39 +46,29 @@ constexpr int kPairTokens = 6;
 constexpr int kPrefetchBytes = 4096;
 constexpr int kPrefetchFarBytes = 16384;
 
-// A k-quant packed group holds the quant bytes of its nb super-blocks, then
-// their scales, then their d, and the groups of a matrix follow one another.
-// The k-quant kernels prefetch super-block b + lead of that run (past the
-// group's last into the next group's first): every line it will read, its
-// quants, scales and d alike. A distance in bytes instead lands in the wrong
-// part near a group's end: its own scales, while the next group's scales and
-// d came in only as they were read and its first quants only into L2.
-template <size_t kQs, size_t kScales, size_t kD>
-struct GroupRun {
-  static_assert(kScales % 64 == 0 && kD <= 64);
-  static constexpr size_t kBytes = kQs + kScales + kD;
-  // Blocks ahead: about kPrefetchBytes into L1, kPrefetchFarBytes into L2.
-  static constexpr int64_t kNear = (kPrefetchBytes + kBytes / 2) / kBytes;
-  static constexpr int64_t kFar = (kPrefetchFarBytes + kBytes / 2) / kBytes;
+// The lines of [p, p + kBytes) kPrefetchBytes ahead into L1 and
+// kPrefetchFarBytes ahead into L2 (inlined early: prefetch_unit says why).
+template <size_t kBytes>
+[[gnu::always_inline]] inline void prefetch_ahead(const uint8_t* p) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t k = 0; k < kBytes; k += 64) {
+    _mm_prefetch(c + k + kPrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(c + k + kPrefetchFarBytes, _MM_HINT_T1);
+  }
+}
 
-  template <_mm_hint kHint>
-  [[gnu::always_inline]] static void prefetch_at(const uint8_t* g, int64_t nb, int64_t j) {
-    while (j >= nb) {
-      g += static_cast<size_t>(nb) * kBytes;
-      j -= nb;
-    }
-    const char* q = reinterpret_cast<const char*>(g) + j * kQs;
-    const char* sc = reinterpret_cast<const char*>(g) + nb * kQs + j * kScales;
-    for (size_t k = 0; k < kQs; k += 64) _mm_prefetch(q + k, kHint);
-    for (size_t k = 0; k < kScales; k += 64) _mm_prefetch(sc + k, kHint);
-    _mm_prefetch(reinterpret_cast<const char*>(g) + nb * (kQs + kScales) + j * kD, kHint);
-  }
-  // Always inlined, as Packed::prefetch_unit below says why.
-  [[gnu::always_inline]] static void prefetch(const uint8_t* g, int64_t nb, int64_t b) {
-    prefetch_at<_MM_HINT_T0>(g, nb, b + kNear);
-    prefetch_at<_MM_HINT_T1>(g, nb, b + kFar);
-  }
-};
+// The lines kPrefetchBytes ahead of a unit (u: its first byte) into L1
+// and kPrefetchFarBytes ahead into L2: a one-group tile reads its groups as
+// one forward stream (kernels/packed_layout.h), a decode step streaming
+// weights from DRAM once, so a distance in bytes lands on the lines it will
+// read next, the next group's past a group's end. Inlined early on purpose:
+// GCC 12 counts a function of prefetches alone as free of side effects and
+// drops its calls (measured: no prefetch left in any tile, OLMoE Q4_0 decode
+// 8% slower) unless its body is already in the caller.
+template <typename Units>
+[[gnu::always_inline]] inline void prefetch_unit(const uint8_t* u) {
+  prefetch_ahead<Units::kUnitBytes>(u);
+}
 
 constexpr int64_t kTokenBlock = 64;
 
@@ -172,59 +162,19 @@ struct Packed {
     }
   }
 
-  // The lines kPrefetchBytes ahead of a unit (u: its first byte) into L1
-  // and kPrefetchFarBytes ahead into L2: a one-group tile reads its groups
-  // as one forward stream (kernels/packed_layout.h), a decode step streaming
-  // weights from DRAM once, so a distance in bytes lands on the lines it
-  // will read next, the next group's past a group's end. Inlined early on
-  // purpose: GCC 12 counts a function of prefetches alone as free of side
-  // effects and drops its calls (measured: no prefetch left in any tile,
-  // OLMoE Q4_0 decode 8% slower) unless its body is already in the caller.
-  [[gnu::always_inline]] static void prefetch_unit(const uint8_t* u) {
-    const char* c = reinterpret_cast<const char*>(u);
-    for (size_t k = 0; k < Units::kUnitBytes; k += 64) {
-      _mm_prefetch(c + k + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(c + k + kPrefetchFarBytes, _MM_HINT_T1);
-    }
-  }
-
   // A two-group tile's (pair_tile) unit of one group (u: its bytes): into
   // L1 kPrefetchBytes ahead in the group, into L2 the same unit of the next
   // pair. The pair's own groups are next to each other, so a fixed distance
   // ahead of the first lands in the second, which is being read already
   // (2-thread A/B from DRAM, bench/kernel_ab.sh, 1024 x 2048 matrices, 8-24
   // tokens, against that: q4_0 +4-20%, q8_0 +7-16%, mxfp4 +9-17%, q5_0
-  // +4-12%). Inlined early, as prefetch_unit.
+  // +4-12%). Inlined early, as prefetch_unit above.
   [[gnu::always_inline]] static void prefetch_pair_unit(const uint8_t* u, size_t group_bytes) {
     const char* c = reinterpret_cast<const char*>(u);
     for (size_t k = 0; k < Units::kUnitBytes; k += 64) {
       _mm_prefetch(c + k + kPrefetchBytes, _MM_HINT_T0);
       _mm_prefetch(c + k + 2 * group_bytes, _MM_HINT_T1);
     }
-  }
-
-  // A group of nb blocks in its order (kernels/packed_layout.h): unit(u) at
-  // each unit (u: its offset in the group) before its blocks, then block(b,
-  // q, s) for each of them (q and s: the offsets of block b's quants and
-  // scales). Whole units take a fixed count of blocks, unrolled; the last
-  // unit takes the rest. (Addresses from the block index instead, with a
-  // division and a min per block, cost the prompt tiles 2-6%.)
-  template <typename Unit, typename Block>
-  [[gnu::always_inline]] static void walk(int64_t nb, Unit&& unit, Block&& block) {
-    constexpr size_t kU = Units::kBlocks;
-    int64_t b = 0;
-    size_t u = 0;
-    for (; b + static_cast<int64_t>(kU) <= nb; b += kU, u += Units::kUnitBytes) {
-      unit(u);
-#pragma GCC unroll 4
-      for (size_t j = 0; j < kU; ++j)
-        block(b + j, u + j * kQsBytes, u + kU * kQsBytes + j * kScaleBytes);
-    }
-    const auto left = static_cast<size_t>(nb - b);
-    if (left == 0) return;
-    unit(u);
-    for (size_t j = 0; j < left; ++j)
-      block(b + j, u + j * kQsBytes, u + left * kQsBytes + j * kScaleBytes);
   }
 
   // kMxfp4Values + 12 in every 16 bytes: vpermb reads an index's low 6
@@ -277,8 +227,8 @@ struct Packed {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
-    walk(
-        nb, [&](size_t u) __attribute__((always_inline)) { prefetch_unit(g + u); },
+    Units::walk(
+        nb, [&](size_t u) __attribute__((always_inline)) { prefetch_unit<Units>(g + u); },
         [&](int64_t b, size_t q, size_t s) __attribute__((always_inline)) {
           __m512i w[8];
           weights_of(g + q, m4, table, w);
@@ -323,7 +273,7 @@ struct Packed {
     for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     const uint8_t* const gq[2] = {g, g + group_bytes};
     const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
-    walk(
+    Units::walk(
         nb,
         [&](size_t u) __attribute__((always_inline)) {
           prefetch_pair_unit(gq[0] + u, group_bytes);
@@ -395,7 +345,7 @@ struct Packed {
     static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTileTokens>{});
     static constexpr auto kPairs = make_pairs(std::make_integer_sequence<int, kPairTokens>{});
     const int64_t nb = n / kQK;
-    const size_t group_bytes = static_cast<size_t>(nb) * (kQsBytes + kScaleBytes);
+    const size_t group_bytes = Units::group_bytes(nb);
     // Grows to the largest call, then is reused: no allocation per token.
     thread_local std::vector<XPrep> prep;
     const int64_t tb = std::min(nt, kTokenBlock);
@@ -451,7 +401,10 @@ struct Packed {
 // some of the sums spilled to the stack).
 struct PackedQ4K {
   static constexpr int kTile = 8;
-  static constexpr size_t kQs = 2048, kScales = 192, kD = 64;
+  // A super-block's unit (kernels/packed_layout.h): its quant words, then
+  // its scale words at kScaleWords, then d, and dmin kDmin bytes after it.
+  using Units = Q4KUnits;
+  static constexpr size_t kScaleWords = 2048, kDmin = 32;
 
   // Per token and super-block: the activations' sums over sub-blocks 2p and
   // 2p + 1 as two int16 halves of word p (the vpdpwssd operand of the mins),
@@ -544,25 +497,27 @@ struct PackedQ4K {
     return s % 2 ? _mm512_andnot_si512(m, v) : _mm512_and_si512(v, m);
   }
   static void unpack(const uint8_t* g, int64_t nb, int64_t b, Unpacked& u) {
-    GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
-    const uint8_t* q = g + b * kQs;
+    static_assert(Units::kBlocks == 1);  // each super-block is a unit
+    const uint8_t* q = g + Units::quants(b);
+    prefetch_unit<Units>(q);
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) u.nib[8 * s + k] = nibbles(q, s, k);
     __m512i sp[4];
-    unpack_scales(g + nb * kQs + b * kScales, u.sc, sp, u.mp);
-    const uint8_t* ds = g + nb * (kQs + kScales) + b * kD;
+    unpack_scales(q + kScaleWords, u.sc, sp, u.mp);
+    const uint8_t* ds = g + Units::scales(nb, b);
     u.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds)));
-    u.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + 32)));
+    u.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + kDmin)));
   }
 
   // The products of one super-block for T tokens: S from the sub-blocks'
   // exact dots, M from the mins, two fmas into acc. sp: the scale pairs, for
   // one token read straight from the weights, its odd sub-blocks' nibbles in
   // place (nibbles_in_place; null: sub-block at a time, every nibble as it is).
-  template <int T, typename Nib>
-  static void products(Nib nib_of, const __m512i (&sc)[8], const __m512i* sp, const __m512i (&mp)[4],
-                       __m512 dw, __m512 dmin, int64_t b, const block_q8_K* const* xb, const XPrepK* const* xp,
-                       __m512 (&acc)[T]) {
+  template <int T, typename Nib, typename Prefetch>
+  static void products(Nib nib_of, const __m512i (&sc)[8], const __m512i* sp,
+                       const __m512i (&mp)[4], __m512 dw, __m512 dmin, int64_t b,
+                       const block_q8_K* const* xb, const XPrepK* const* xp, __m512 (&acc)[T],
+                       Prefetch prefetch) {
     __m512i S[T];
     for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
     if (T == 1 && sp) {
@@ -571,6 +526,7 @@ struct PackedQ4K {
       // the pair sp[p] (no scale is duplicated into both halves).
 #pragma GCC unroll 4
       for (int p = 0; p < 4; ++p) {
+        prefetch(p);
         const int8_t* x = xb[0][b].qs + 64 * p;
         __m512i a0 = _mm512_setzero_si512(), a1 = a0, b0 = a0, b1 = a0;
         for (int k = 0; k < 8; k += 2) {
@@ -590,6 +546,7 @@ struct PackedQ4K {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         const int j = s / 2, hi = s % 2;
+        if (!hi) prefetch(j);
         __m512i nib[8];
         for (int k = 0; k < 8; ++k) nib[k] = nib_of(s, k);
         for (int t = 0; t < T; ++t) {
@@ -623,24 +580,29 @@ struct PackedQ4K {
                    float* y, size_t y_stride) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    const uint8_t* scales = g + nb * kQs;
-    const uint8_t* ds = scales + nb * kScales;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* q = g + b * kQs;
-      const uint8_t* sb = scales + b * kScales;
-      GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
-      __m512i sc[8], sp[4], mp[4];
-      if constexpr (T == 1)
-        scale_pairs(sb, sp, mp);  // one token takes the pairs as they are
-      else
-        unpack_scales(sb, sc, sp, mp);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));
-      const __m512 dmin =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD + 32)));
-      products<T>(
-          [&](int s, int k) { return T == 1 ? nibbles_in_place(q, s, k) : nibbles(q, s, k); }, sc,
-          T == 1 ? sp : nullptr, mp, dw, dmin, b, xb, xp, acc);
-    }
+    Units::walk(
+        nb, [](size_t) {},
+        [&](int64_t b, size_t qo, size_t so) __attribute__((always_inline)) {
+          const uint8_t* q = g + qo;
+          const uint8_t* ds = g + so;
+          __m512i sc[8], sp[4], mp[4];
+          if constexpr (T == 1)
+            scale_pairs(q + kScaleWords, sp, mp);  // one token takes the pairs as they are
+          else
+            unpack_scales(q + kScaleWords, sc, sp, mp);
+          const __m512 dw =
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds)));
+          const __m512 dmin =
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + kDmin)));
+          products<T>(
+              [&](int s, int k) { return T == 1 ? nibbles_in_place(q, s, k) : nibbles(q, s, k); },
+              sc, T == 1 ? sp : nullptr, mp, dw, dmin, b, xb, xp, acc,
+              // The super-block's lines ahead, a quarter at a time (as
+              // PackedQ6K's tiles, which a whole unit at once stalled).
+              [&](int part) __attribute__((always_inline)) {
+                prefetch_ahead<Units::kUnitBytes / 4>(q + part * (Units::kUnitBytes / 4));
+              });
+        });
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 
@@ -652,8 +614,8 @@ struct PackedQ4K {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const Unpacked& ub = u[b];
-      products<T>([&](int s, int k) { return _mm512_load_si512(&ub.nib[8 * s + k]); }, ub.sc, nullptr, ub.mp,
-                  ub.dw, ub.dmin, b, xb, xp, acc);
+      products<T>([&](int s, int k) { return _mm512_load_si512(&ub.nib[8 * s + k]); }, ub.sc,
+                  nullptr, ub.mp, ub.dw, ub.dmin, b, xb, xp, acc, [](int) {});
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
@@ -675,7 +637,7 @@ struct PackedQ4K {
                   int64_t n, float* y, size_t y_stride) {
     static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTile>{});
     const int64_t nb = n / kQK_K;
-    const size_t group_bytes = static_cast<size_t>(nb) * (kQs + kScales + kD);
+    const size_t group_bytes = Units::group_bytes(nb);
     // Grows to the largest call, then is reused: no allocation per token.
     thread_local std::vector<XPrepK> prep;
     thread_local std::vector<Unpacked> unpacked;
@@ -802,24 +764,25 @@ void pack_group_q5_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
 // more give the 32 quant words.
 void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   if (rows < kPackRows) return type_traits(DType::Q4_K).pack_group(src, src_stride, rows, dst, n);
+  using Units = PackedQ4K::Units;
   const int64_t nb = n / kQK_K;
-  uint8_t* scales = dst + nb * PackedQ4K::kQs;
-  uint8_t* ds = scales + nb * PackedQ4K::kScales;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = src + b * sizeof(block_q4_K);
+    uint8_t* qs = dst + Units::quants(b);
+    uint8_t* ds = dst + Units::scales(nb, b);
     __m512i h[4];
     transpose_words(blk, src_stride, h);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + b * PackedQ4K::kD), _mm512_cvtepi32_epi16(h[0]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + b * PackedQ4K::kD + 32),
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds), _mm512_cvtepi32_epi16(h[0]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + PackedQ4K::kDmin),
                         _mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
     __m512i sc[8], mn[8], sw[3];
     PackedQ4K::raw_fields(h[1], h[2], h[3], sc, mn);
     PackedQ4K::encode_scales(sc, mn, sw);
-    for (int w = 0; w < 3; ++w) _mm512_storeu_si512(scales + b * PackedQ4K::kScales + 64 * w, sw[w]);
+    for (int w = 0; w < 3; ++w) _mm512_storeu_si512(qs + PackedQ4K::kScaleWords + 64 * w, sw[w]);
     for (int m = 0; m < 8; ++m) {
       __m512i q[4];
       transpose_words(blk + 16 + 16 * m, src_stride, q);
-      for (int k = 0; k < 4; ++k) _mm512_storeu_si512(dst + b * PackedQ4K::kQs + 64 * (4 * m + k), q[k]);
+      for (int k = 0; k < 4; ++k) _mm512_storeu_si512(qs + 64 * (4 * m + k), q[k]);
     }
   }
 }
@@ -955,22 +918,26 @@ struct Q6KGroups {
 struct PackedQ6K {
   static constexpr int kDirect = 8;
   static constexpr int64_t kDirectUpTo = 40;
-  static constexpr size_t kQs = 3072, kScales = 256, kD = 32;
+  // Units of two super-blocks (kernels/packed_layout.h): each one's code
+  // words, then its scales at kScaleBytes; then the unit's d.
+  using Units = Q6KUnits;
+  static constexpr size_t kScaleBytes = 3072;
+  static constexpr size_t kShare = Units::group_bytes(1);  // a super-block's bytes
 
   static void load(const uint8_t* g, int64_t nb, int64_t b, Q6KGroups::Words& o) {
-    const uint8_t* q = g + b * kQs;
-    GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
+    const uint8_t* q = g + Units::quants(b);
+    prefetch_ahead<kShare>(g + b * kShare);  // the block's share of the stream
     for (int w = 0; w < 16; ++w) {
       o.qa[w] = _mm512_loadu_si512(q + 64 * w);
       o.qb[w] = _mm512_loadu_si512(q + 64 * (16 + w));
       o.qh[w] = _mm512_loadu_si512(q + 64 * (32 + w));
     }
-    const uint8_t* sb = g + nb * kQs + b * kScales;
+    const uint8_t* sb = q + kScaleBytes;
     for (int j = 0; j < 16; ++j)
       o.sc[j] =
           _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
     o.d = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + nb * (kQs + kScales) + b * kD)));
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + Units::scales(nb, b))));
   }
 
   // xo[t][16 b + j]: -32 x token t's activation sum over sub-block j of
@@ -980,44 +947,46 @@ struct PackedQ6K {
                    const int32_t* const* xo, float* y, size_t y_stride) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    const uint8_t* scales = g + nb * kQs;
-    const uint8_t* ds = scales + nb * kScales;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* q = g + b * kQs;
-      const uint8_t* sb = scales + b * kScales;
-      GroupRun<kQs, kScales, kD>::prefetch(g, nb, b);
-      __m512i S[T];
-      for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+    Units::walk(
+        nb, [](size_t) {},
+        [&](int64_t b, size_t qo, size_t so) __attribute__((always_inline)) {
+          const uint8_t* q = g + qo;
+          const uint8_t* sb = q + kScaleBytes;
+          __m512i S[T];
+          for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int wq = 0; wq < 4; ++wq) {
-        __m512i u[4][4];  // [word of the quad][field]
-        for (int c = 0; c < 4; ++c) {
-          const int w = 4 * wq + c;
-          q6_K_fields(_mm512_loadu_si512(q + 64 * w), _mm512_loadu_si512(q + 64 * (16 + w)),
-                      _mm512_loadu_si512(q + 64 * (32 + w)), u[c]);
-        }
-        for (int k = 0; k < 4; ++k) {
-          // Field k of words 4 wq .. 4 wq + 3: the 16 weights of sub-block j.
-          const int j = 2 * k + (wq & 1) + (wq >= 2 ? 8 : 0);
-          const __m512i sc =
-              _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
-          for (int t = 0; t < T; ++t) {
-            const int8_t* x = xb[t][b].qs + 16 * j;
-            __m512i c = _mm512_set1_epi32(xo[t][16 * b + j]);
-            c = dpbusd_x(c, u[0][k], x);
-            c = dpbusd_x(c, u[1][k], x + 4);
-            c = dpbusd_x(c, u[2][k], x + 8);
-            c = dpbusd_x(c, u[3][k], x + 12);
-            S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(c, sc));
+          for (int wq = 0; wq < 4; ++wq) {
+            // Block b's share of the stream, a quarter at a time: a unit's
+            // 105 lines prefetched at once stalled the tiles of 4-16 tokens.
+            prefetch_ahead<kShare / 4>(g + b * kShare + wq * (kShare / 4));
+            __m512i u[4][4];  // [word of the quad][field]
+            for (int c = 0; c < 4; ++c) {
+              const int w = 4 * wq + c;
+              q6_K_fields(_mm512_loadu_si512(q + 64 * w), _mm512_loadu_si512(q + 64 * (16 + w)),
+                          _mm512_loadu_si512(q + 64 * (32 + w)), u[c]);
+            }
+            for (int k = 0; k < 4; ++k) {
+              // Field k of words 4 wq .. 4 wq + 3: the 16 weights of sub-block j.
+              const int j = 2 * k + (wq & 1) + (wq >= 2 ? 8 : 0);
+              const __m512i sc = _mm512_cvtepi8_epi32(
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
+              for (int t = 0; t < T; ++t) {
+                const int8_t* x = xb[t][b].qs + 16 * j;
+                __m512i c = _mm512_set1_epi32(xo[t][16 * b + j]);
+                c = dpbusd_x(c, u[0][k], x);
+                c = dpbusd_x(c, u[1][k], x + 4);
+                c = dpbusd_x(c, u[2][k], x + 8);
+                c = dpbusd_x(c, u[3][k], x + 12);
+                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(c, sc));
+              }
+            }
           }
-        }
-      }
-      const __m512 dw =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + b * kD)));
-      for (int t = 0; t < T; ++t)
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)), acc[t]);
-    }
+          const __m512 dw =
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + so)));
+          for (int t = 0; t < T; ++t)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)), acc[t]);
+        });
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 
@@ -1034,7 +1003,7 @@ struct PackedQ6K {
   static void run(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                   int64_t n, float* y, size_t y_stride) {
     const int64_t nb = n / kQK_K;
-    const size_t group_bytes = static_cast<size_t>(nb) * (kQs + kScales + kD);
+    const size_t group_bytes = Units::group_bytes(nb);
     if (nt <= kDirectUpTo) {
       static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kDirect>{});
       // Grows to the largest call, then is reused: no allocation per token.
@@ -1087,25 +1056,24 @@ struct PackedQ6K {
 // narrowed back to bytes, d copied.
 void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
   if (rows < kPackRows) return type_traits(DType::Q6_K).pack_group(src, src_stride, rows, dst, n);
+  using Units = PackedQ6K::Units;
   const int64_t nb = n / kQK_K;
-  uint8_t* scales = dst + nb * PackedQ6K::kQs;
-  uint8_t* ds = scales + nb * PackedQ6K::kScales;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = src + b * sizeof(block_q6_K);
     Q6KGroups::Words w;
     Q6KGroups::from_rows(blk, src_stride, w);
-    uint8_t* q = dst + b * PackedQ6K::kQs;
+    uint8_t* q = dst + Units::quants(b);
+    uint8_t* ds = dst + Units::scales(nb, b);
     for (int v = 0; v < 16; ++v) {
       _mm512_storeu_si512(q + 64 * v, w.qa[v]);
       _mm512_storeu_si512(q + 64 * (16 + v), w.qb[v]);
       _mm512_storeu_si512(q + 64 * (32 + v), w.qh[v]);
     }
     for (int j = 0; j < 16; ++j)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + b * PackedQ6K::kScales + 16 * j),
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + PackedQ6K::kScaleBytes + 16 * j),
                        _mm512_cvtepi32_epi8(w.sc[j]));
     for (int i = 0; i < kPackRows; ++i)
-      std::memcpy(ds + b * PackedQ6K::kD + 2 * i, blk + i * src_stride + offsetof(block_q6_K, d),
-                  2);
+      std::memcpy(ds + 2 * i, blk + i * src_stride + offsetof(block_q6_K, d), 2);
   }
 }
 

@@ -57,6 +57,24 @@ template <size_t kBytes>
   }
 }
 
+// A k-quant super-block's share of the stream (kBytes from p: the group's
+// bytes over its super-blocks, so that the shares tile the stream) ahead, as
+// prefetch_ahead, during its products, which come in 4 parts: a one-token
+// tile, bound by memory, issues it all at part 0; a tile of several tokens,
+// bound by its arithmetic, a quarter at each part. (bench/kernel_ab.sh, 1 GiB
+// of 1024 x 2048 q6_K matrices from DRAM, 2 threads: a whole unit of two
+// super-blocks, 105 lines, at once ran the tiles of 4 and 8 tokens at 0.79
+// and 0.67 of the layout before units, and quarters at 1.01-1.05; one token
+// in quarters ran at 0.77 of the whole share at once.)
+template <int T, size_t kBytes>
+[[gnu::always_inline]] inline void prefetch_share(const uint8_t* p, int part) {
+  if constexpr (T == 1) {
+    if (part == 0) prefetch_ahead<kBytes>(p);
+  } else {
+    prefetch_ahead<kBytes / 4>(p + part * (kBytes / 4));
+  }
+}
+
 // The lines kPrefetchBytes ahead of a unit (u: its first byte) into L1
 // and kPrefetchFarBytes ahead into L2: a one-group tile reads its groups as
 // one forward stream (kernels/packed_layout.h), a decode step streaming
@@ -597,10 +615,8 @@ struct PackedQ4K {
           products<T>(
               [&](int s, int k) { return T == 1 ? nibbles_in_place(q, s, k) : nibbles(q, s, k); },
               sc, T == 1 ? sp : nullptr, mp, dw, dmin, b, xb, xp, acc,
-              // The super-block's lines ahead, a quarter at a time (as
-              // PackedQ6K's tiles, which a whole unit at once stalled).
               [&](int part) __attribute__((always_inline)) {
-                prefetch_ahead<Units::kUnitBytes / 4>(q + part * (Units::kUnitBytes / 4));
+                prefetch_share<T, Units::kUnitBytes>(q, part);
               });
         });
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
@@ -956,9 +972,7 @@ struct PackedQ6K {
           for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
           for (int wq = 0; wq < 4; ++wq) {
-            // Block b's share of the stream, a quarter at a time: a unit's
-            // 105 lines prefetched at once stalled the tiles of 4-16 tokens.
-            prefetch_ahead<kShare / 4>(g + b * kShare + wq * (kShare / 4));
+            prefetch_share<T, kShare>(g + b * kShare, wq);
             __m512i u[4][4];  // [word of the quad][field]
             for (int c = 0; c < 4; ++c) {
               const int w = 4 * wq + c;

@@ -963,13 +963,15 @@ struct PackedQ6K {
                    const int32_t* const* xo, float* y, size_t y_stride) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    Units::walk(
-        nb, [](size_t) {},
-        [&](int64_t b, size_t qo, size_t so) __attribute__((always_inline)) {
-          const uint8_t* q = g + qo;
-          const uint8_t* sb = q + kScaleBytes;
-          __m512i S[T];
-          for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+    // A plain loop, the offsets from the index (a shift and a min a
+    // super-block): Units::walk would compile the body three times (a
+    // unit's two super-blocks unrolled, and the last unit's one), 21 KB of
+    // code for 8 tokens, which from DRAM ran 15% slower.
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = g + Units::quants(b);
+      const uint8_t* sb = q + kScaleBytes;
+      __m512i S[T];
+      for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
           for (int wq = 0; wq < 4; ++wq) {
             prefetch_share<T, kShare>(g + b * kShare, wq);
@@ -995,12 +997,12 @@ struct PackedQ6K {
               }
             }
           }
-          const __m512 dw =
-              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + so)));
+          const __m512 dw = _mm512_cvtph_ps(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + Units::scales(nb, b))));
           for (int t = 0; t < T; ++t)
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]),
                                      _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)), acc[t]);
-        });
+    }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 

@@ -65,10 +65,15 @@ struct PackedUnits {
 };
 
 // q4_K: a super-block's 32 quant word vectors (2048 bytes) and 3 scale word
-// vectors (192), then its d and dmin (64): one super-block a unit.
-using Q4KUnits = PackedUnits<2048 + 192, 64>;
+// vectors (192, at kScaleWords in its quants), then its d and dmin (64; dmin
+// kDmin bytes after d): one super-block a unit.
+struct Q4KUnits : PackedUnits<2048 + 192, 64> {
+  static constexpr size_t kScaleWords = 2048, kDmin = 32;
+};
 // q6_K: a super-block's 48 code word vectors (3072 bytes) and its scales
-// (256), then its d (32): two super-blocks a unit.
-using Q6KUnits = PackedUnits<3072 + 256, 32>;
+// (256, at kScales in its quants), then its d (32): two super-blocks a unit.
+struct Q6KUnits : PackedUnits<3072 + 256, 32> {
+  static constexpr size_t kScales = 3072;
+};
 
 }  // namespace colibri

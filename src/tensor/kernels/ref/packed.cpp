@@ -118,8 +118,6 @@ void unpack_row(const uint8_t* group, int i, uint8_t* dst, int64_t n, uint8_t fl
   }
 }
 
-constexpr size_t kQ4KScaleWords = 2048, kQ4KDmin = 32;  // offsets in a super-block's quants and d
-
 // A q4_K row's 12 scale bytes as the packed layout's three words, and back.
 void encode_scales_k(const uint8_t* raw, uint32_t (&w)[3]) {
   uint8_t sc[8], m[8];
@@ -156,13 +154,13 @@ void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
   for (int i = 0; i < kRows; ++i)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* q = dst + Q4KUnits::quants(b);
-      uint8_t* sc = q + kQ4KScaleWords;
+      uint8_t* sc = q + Q4KUnits::kScaleWords;
       uint8_t* ds = dst + Q4KUnits::scales(nb, b);
       if (i >= rows) {  // zero quants, scales and d: the row adds nothing
         for (int k = 0; k < 32; ++k) std::memset(q + 64 * k + 4 * i, 0, 4);
         for (int w = 0; w < 3; ++w) std::memset(sc + 64 * w + 4 * i, 0, 4);
         std::memset(ds + 2 * i, 0, 2);
-        std::memset(ds + kQ4KDmin + 2 * i, 0, 2);
+        std::memset(ds + Q4KUnits::kDmin + 2 * i, 0, 2);
         continue;
       }
       const auto* blk = reinterpret_cast<const block_q4_K*>(src + i * src_stride) + b;
@@ -171,7 +169,7 @@ void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
       encode_scales_k(blk->scales, sw);
       for (int w = 0; w < 3; ++w) std::memcpy(sc + 64 * w + 4 * i, &sw[w], 4);
       std::memcpy(ds + 2 * i, &blk->d, 2);
-      std::memcpy(ds + kQ4KDmin + 2 * i, &blk->dmin, 2);
+      std::memcpy(ds + Q4KUnits::kDmin + 2 * i, &blk->dmin, 2);
     }
 }
 
@@ -183,12 +181,12 @@ void unpack_row_q4_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
     const uint8_t* ds = group + Q4KUnits::scales(nb, b);
     for (int k = 0; k < 32; ++k) std::memcpy(blk->qs + 4 * k, q + 64 * k + 4 * i, 4);
     uint32_t sw[3];
-    for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], q + kQ4KScaleWords + 64 * w + 4 * i, 4);
+    for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], q + Q4KUnits::kScaleWords + 64 * w + 4 * i, 4);
     uint8_t sc[8], m[8];
     decode_scales_k(sw, sc, m);
     k4_pack_scale_min(sc, m, blk->scales);
     std::memcpy(&blk->d, ds + 2 * i, 2);
-    std::memcpy(&blk->dmin, ds + kQ4KDmin + 2 * i, 2);
+    std::memcpy(&blk->dmin, ds + Q4KUnits::kDmin + 2 * i, 2);
   }
 }
 
@@ -206,7 +204,8 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
           const uint8_t* q = gw + Q4KUnits::quants(b);
           const uint8_t* ds = gw + Q4KUnits::scales(nb, b);
           uint32_t sw[3];
-          for (int w = 0; w < 3; ++w) std::memcpy(&sw[w], q + kQ4KScaleWords + 64 * w + 4 * i, 4);
+          for (int w = 0; w < 3; ++w)
+            std::memcpy(&sw[w], q + Q4KUnits::kScaleWords + 64 * w + 4 * i, 4);
           uint8_t scs[8], ms[8];
           decode_scales_k(sw, scs, ms);
           int32_t S = 0, M = 0;
@@ -223,7 +222,7 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
           }
           uint16_t d, dmin;
           std::memcpy(&d, ds + 2 * i, 2);
-          std::memcpy(&dmin, ds + kQ4KDmin + 2 * i, 2);
+          std::memcpy(&dmin, ds + Q4KUnits::kDmin + 2 * i, 2);
           acc = std::fma(static_cast<float>(S), half_to_float(d) * xb[b].d, acc);
           acc = std::fma(-static_cast<float>(M), half_to_float(dmin) * xb[b].d, acc);
         }
@@ -234,8 +233,6 @@ void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
 }
 
 namespace {
-
-constexpr size_t kQ6KScaleBytes = 3072;  // the scales' offset in a super-block's quants
 
 // Plain byte offset (in ql, or in qh for v >= 32) of byte c of word vector v.
 size_t q6_K_plain_byte(int v, int c) {
@@ -252,7 +249,7 @@ void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
   for (int i = 0; i < kRows; ++i)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* q = dst + Q6KUnits::quants(b);
-      uint8_t* scales = q + kQ6KScaleBytes;
+      uint8_t* scales = q + Q6KUnits::kScales;
       uint8_t* ds = dst + Q6KUnits::scales(nb, b);
       if (i >= rows) {  // zero codes, scales and d: the row adds nothing
         for (int v = 0; v < 48; ++v) std::memset(q + 64 * v + 4 * i, 0, 4);
@@ -278,7 +275,7 @@ void unpack_row_q6_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
       for (int c = 0; c < 4; ++c)
         (v >= 32 ? blk->qh : blk->ql)[q6_K_plain_byte(v, c)] = q[64 * v + 4 * i + c];
     for (int j = 0; j < 16; ++j)
-      blk->scales[j] = static_cast<int8_t>(q[kQ6KScaleBytes + 16 * j + i]);
+      blk->scales[j] = static_cast<int8_t>(q[Q6KUnits::kScales + 16 * j + i]);
     std::memcpy(&blk->d, group + Q6KUnits::scales(nb, b) + 2 * i, 2);
   }
 }
@@ -309,7 +306,7 @@ void packed_q6_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_
               const int u = nib | ((qh >> (2 * k)) & 3) << 4;
               isum += (u - 32) * xb[b].qs[e];
             }
-            I += static_cast<int8_t>(q[kQ6KScaleBytes + 16 * j + i]) * isum;
+            I += static_cast<int8_t>(q[Q6KUnits::kScales + 16 * j + i]) * isum;
           }
           uint16_t d;
           std::memcpy(&d, gw + Q6KUnits::scales(nb, b) + 2 * i, 2);

@@ -63,9 +63,8 @@ template <size_t kBytes>
 // tile, bound by memory, issues it all at part 0; a tile of several tokens,
 // bound by its arithmetic, a quarter at each part. (bench/kernel_ab.sh, 1 GiB
 // of 1024 x 2048 q6_K matrices from DRAM, 2 threads: a whole unit of two
-// super-blocks, 105 lines, at once ran the tiles of 4 and 8 tokens at 0.79
-// and 0.67 of the layout before units, and quarters at 1.01-1.05; one token
-// in quarters ran at 0.77 of the whole share at once.)
+// super-blocks, 105 lines, at once ran the 8-token tile at 0.65 of quarters;
+// one token in quarters ran at 0.77 of its whole share at once.)
 template <int T, size_t kBytes>
 [[gnu::always_inline]] inline void prefetch_share(const uint8_t* p, int part) {
   if constexpr (T == 1) {
@@ -419,10 +418,7 @@ struct Packed {
 // some of the sums spilled to the stack).
 struct PackedQ4K {
   static constexpr int kTile = 8;
-  // A super-block's unit (kernels/packed_layout.h): its quant words, then
-  // its scale words at kScaleWords, then d, and dmin kDmin bytes after it.
-  using Units = Q4KUnits;
-  static constexpr size_t kScaleWords = 2048, kDmin = 32;
+  using Units = Q4KUnits;  // a super-block a unit (kernels/packed_layout.h)
 
   // Per token and super-block: the activations' sums over sub-blocks 2p and
   // 2p + 1 as two int16 halves of word p (the vpdpwssd operand of the mins),
@@ -521,10 +517,11 @@ struct PackedQ4K {
     for (int s = 0; s < 8; ++s)
       for (int k = 0; k < 8; ++k) u.nib[8 * s + k] = nibbles(q, s, k);
     __m512i sp[4];
-    unpack_scales(q + kScaleWords, u.sc, sp, u.mp);
+    unpack_scales(q + Units::kScaleWords, u.sc, sp, u.mp);
     const uint8_t* ds = g + Units::scales(nb, b);
     u.dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds)));
-    u.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + kDmin)));
+    u.dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + Units::kDmin)));
   }
 
   // The products of one super-block for T tokens: S from the sub-blocks'
@@ -605,13 +602,13 @@ struct PackedQ4K {
           const uint8_t* ds = g + so;
           __m512i sc[8], sp[4], mp[4];
           if constexpr (T == 1)
-            scale_pairs(q + kScaleWords, sp, mp);  // one token takes the pairs as they are
+            scale_pairs(q + Units::kScaleWords, sp, mp);  // one token takes the pairs as they are
           else
-            unpack_scales(q + kScaleWords, sc, sp, mp);
+            unpack_scales(q + Units::kScaleWords, sc, sp, mp);
           const __m512 dw =
               _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds)));
-          const __m512 dmin =
-              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + kDmin)));
+          const __m512 dmin = _mm512_cvtph_ps(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ds + Units::kDmin)));
           products<T>(
               [&](int s, int k) { return T == 1 ? nibbles_in_place(q, s, k) : nibbles(q, s, k); },
               sc, T == 1 ? sp : nullptr, mp, dw, dmin, b, xb, xp, acc,
@@ -789,12 +786,12 @@ void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
     __m512i h[4];
     transpose_words(blk, src_stride, h);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds), _mm512_cvtepi32_epi16(h[0]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + PackedQ4K::kDmin),
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ds + Units::kDmin),
                         _mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
     __m512i sc[8], mn[8], sw[3];
     PackedQ4K::raw_fields(h[1], h[2], h[3], sc, mn);
     PackedQ4K::encode_scales(sc, mn, sw);
-    for (int w = 0; w < 3; ++w) _mm512_storeu_si512(qs + PackedQ4K::kScaleWords + 64 * w, sw[w]);
+    for (int w = 0; w < 3; ++w) _mm512_storeu_si512(qs + Units::kScaleWords + 64 * w, sw[w]);
     for (int m = 0; m < 8; ++m) {
       __m512i q[4];
       transpose_words(blk + 16 + 16 * m, src_stride, q);
@@ -934,10 +931,7 @@ struct Q6KGroups {
 struct PackedQ6K {
   static constexpr int kDirect = 8;
   static constexpr int64_t kDirectUpTo = 40;
-  // Units of two super-blocks (kernels/packed_layout.h): each one's code
-  // words, then its scales at kScaleBytes; then the unit's d.
-  using Units = Q6KUnits;
-  static constexpr size_t kScaleBytes = 3072;
+  using Units = Q6KUnits;  // two super-blocks a unit (kernels/packed_layout.h)
   static constexpr size_t kShare = Units::group_bytes(1);  // a super-block's bytes
 
   static void load(const uint8_t* g, int64_t nb, int64_t b, Q6KGroups::Words& o) {
@@ -948,7 +942,7 @@ struct PackedQ6K {
       o.qb[w] = _mm512_loadu_si512(q + 64 * (16 + w));
       o.qh[w] = _mm512_loadu_si512(q + 64 * (32 + w));
     }
-    const uint8_t* sb = q + kScaleBytes;
+    const uint8_t* sb = q + Units::kScales;
     for (int j = 0; j < 16; ++j)
       o.sc[j] =
           _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
@@ -969,39 +963,39 @@ struct PackedQ6K {
     // code for 8 tokens, which from DRAM ran 15% slower.
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + Units::quants(b);
-      const uint8_t* sb = q + kScaleBytes;
+      const uint8_t* sb = q + Units::kScales;
       __m512i S[T];
       for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-          for (int wq = 0; wq < 4; ++wq) {
-            prefetch_share<T, kShare>(g + b * kShare, wq);
-            __m512i u[4][4];  // [word of the quad][field]
-            for (int c = 0; c < 4; ++c) {
-              const int w = 4 * wq + c;
-              q6_K_fields(_mm512_loadu_si512(q + 64 * w), _mm512_loadu_si512(q + 64 * (16 + w)),
-                          _mm512_loadu_si512(q + 64 * (32 + w)), u[c]);
-            }
-            for (int k = 0; k < 4; ++k) {
-              // Field k of words 4 wq .. 4 wq + 3: the 16 weights of sub-block j.
-              const int j = 2 * k + (wq & 1) + (wq >= 2 ? 8 : 0);
-              const __m512i sc = _mm512_cvtepi8_epi32(
-                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
-              for (int t = 0; t < T; ++t) {
-                const int8_t* x = xb[t][b].qs + 16 * j;
-                __m512i c = _mm512_set1_epi32(xo[t][16 * b + j]);
-                c = dpbusd_x(c, u[0][k], x);
-                c = dpbusd_x(c, u[1][k], x + 4);
-                c = dpbusd_x(c, u[2][k], x + 8);
-                c = dpbusd_x(c, u[3][k], x + 12);
-                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(c, sc));
-              }
-            }
+      for (int wq = 0; wq < 4; ++wq) {
+        prefetch_share<T, kShare>(g + b * kShare, wq);
+        __m512i u[4][4];  // [word of the quad][field]
+        for (int c = 0; c < 4; ++c) {
+          const int w = 4 * wq + c;
+          q6_K_fields(_mm512_loadu_si512(q + 64 * w), _mm512_loadu_si512(q + 64 * (16 + w)),
+                      _mm512_loadu_si512(q + 64 * (32 + w)), u[c]);
+        }
+        for (int k = 0; k < 4; ++k) {
+          // Field k of words 4 wq .. 4 wq + 3: the 16 weights of sub-block j.
+          const int j = 2 * k + (wq & 1) + (wq >= 2 ? 8 : 0);
+          const __m512i sc =
+              _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
+          for (int t = 0; t < T; ++t) {
+            const int8_t* x = xb[t][b].qs + 16 * j;
+            __m512i c = _mm512_set1_epi32(xo[t][16 * b + j]);
+            c = dpbusd_x(c, u[0][k], x);
+            c = dpbusd_x(c, u[1][k], x + 4);
+            c = dpbusd_x(c, u[2][k], x + 8);
+            c = dpbusd_x(c, u[3][k], x + 12);
+            S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(c, sc));
           }
-          const __m512 dw = _mm512_cvtph_ps(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + Units::scales(nb, b))));
-          for (int t = 0; t < T; ++t)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)), acc[t]);
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + Units::scales(nb, b))));
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)), acc[t]);
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
@@ -1086,7 +1080,7 @@ void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
       _mm512_storeu_si512(q + 64 * (32 + v), w.qh[v]);
     }
     for (int j = 0; j < 16; ++j)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + PackedQ6K::kScaleBytes + 16 * j),
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + Units::kScales + 16 * j),
                        _mm512_cvtepi32_epi8(w.sc[j]));
     for (int i = 0; i < kPackRows; ++i)
       std::memcpy(ds + 2 * i, blk + i * src_stride + offsetof(block_q6_K, d), 2);

@@ -950,11 +950,15 @@ struct PackedQ6K {
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + Units::scales(nb, b))));
   }
 
-  // xo[t][16 b + j]: -32 x token t's activation sum over sub-block j of
-  // super-block b.
+  // A tile's activations token by token within each super-block, so that one
+  // pointer and fixed offsets reach every token's: xi[b * T + t] is token t's
+  // block b, xo[(b * T + t) * 16 + j] -32 x its activation sum over sub-block
+  // j. (With a pointer to each token's blocks and sums, 8 tokens' 16 pointers
+  // spilled: the tile alone in L1 ran 2.7-3.3 G vpdpbusd/s against 3.8-4.0
+  // now; bench/RESULTS.md.)
   template <int T>
-  static void tile(const uint8_t* g, int64_t nb, const block_q8_K* const* xb,
-                   const int32_t* const* xo, float* y, size_t y_stride) {
+  static void tile(const uint8_t* g, int64_t nb, const block_q8_K* xi, const int32_t* xo, float* y,
+                   size_t y_stride) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     // A plain loop, the offsets from the index (a shift and a min a
@@ -964,6 +968,8 @@ struct PackedQ6K {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* q = g + Units::quants(b);
       const uint8_t* sb = q + Units::kScales;
+      const block_q8_K* xb = xi + b * T;
+      const int32_t* ob = xo + b * T * 16;
       __m512i S[T];
       for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -981,8 +987,8 @@ struct PackedQ6K {
           const __m512i sc =
               _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * j)));
           for (int t = 0; t < T; ++t) {
-            const int8_t* x = xb[t][b].qs + 16 * j;
-            __m512i c = _mm512_set1_epi32(xo[t][16 * b + j]);
+            const int8_t* x = xb[t].qs + 16 * j;
+            __m512i c = _mm512_set1_epi32(ob[16 * t + j]);
             c = dpbusd_x(c, u[0][k], x);
             c = dpbusd_x(c, u[1][k], x + 4);
             c = dpbusd_x(c, u[2][k], x + 8);
@@ -995,13 +1001,13 @@ struct PackedQ6K {
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + Units::scales(nb, b))));
       for (int t = 0; t < T; ++t)
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]),
-                                 _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)), acc[t]);
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(xb[t].d)), acc[t]);
     }
     for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
   }
 
-  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K* const*, const int32_t* const*,
-                          float*, size_t);
+  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K*, const int32_t*, float*,
+                          size_t);
   template <int... Ts>
   static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
     struct Tiles {
@@ -1016,26 +1022,32 @@ struct PackedQ6K {
     const size_t group_bytes = Units::group_bytes(nb);
     if (nt <= kDirectUpTo) {
       static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kDirect>{});
-      // Grows to the largest call, then is reused: no allocation per token.
-      thread_local std::vector<int32_t> prep;
-      if (prep.size() < static_cast<size_t>(nt * nb * 16))
-        prep.resize(static_cast<size_t>(nt * nb * 16));
-      for (int64_t t = 0; t < nt; ++t) {
-        const auto* xr = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
-        for (int64_t b = 0; b < nb; ++b)
-          for (int j = 0; j < 16; ++j) prep[(t * nb + b) * 16 + j] = -32 * xr[b].bsums[j];
+      // Each tile's activations in its order (tile above), the tiles one
+      // after the other; grows to the largest call, then is reused: no
+      // allocation per token.
+      thread_local std::vector<block_q8_K> xi;
+      thread_local std::vector<int32_t> xo;
+      if (xi.size() < static_cast<size_t>(nt * nb)) {
+        xi.resize(static_cast<size_t>(nt * nb));
+        xo.resize(static_cast<size_t>(nt * nb * 16));
+      }
+      for (int64_t t0 = 0, m; t0 < nt; t0 += m) {
+        m = even_tile(nt - t0, kDirect);
+        for (int64_t t = 0; t < m; ++t) {
+          const auto* xr = reinterpret_cast<const block_q8_K*>(x + (t0 + t) * x_stride);
+          for (int64_t b = 0; b < nb; ++b) {
+            const int64_t k = t0 * nb + b * m + t;
+            if (nt > 1) xi[k] = xr[b];  // one token's blocks are in that order already
+            for (int j = 0; j < 16; ++j) xo[k * 16 + j] = -32 * xr[b].bsums[j];
+          }
+        }
       }
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         for (int64_t t = 0, m; t < nt; t += m) {
           m = even_tile(nt - t, kDirect);
-          const block_q8_K* xb[kDirect];
-          const int32_t* xo[kDirect];
-          for (int k = 0; k < m; ++k) {
-            xb[k] = reinterpret_cast<const block_q8_K*>(x + (t + k) * x_stride);
-            xo[k] = prep.data() + (t + k) * nb * 16;
-          }
-          kTiles.f[m - 1](w + gi * group_bytes, nb, xb, xo, y + t * y_stride + gi * kPackRows,
-                          y_stride);
+          kTiles.f[m - 1](w + gi * group_bytes, nb,
+                          nt > 1 ? xi.data() + t * nb : reinterpret_cast<const block_q8_K*>(x),
+                          xo.data() + t * nb * 16, y + t * y_stride + gi * kPackRows, y_stride);
         }
       }
       return;

@@ -165,6 +165,15 @@ struct Packed {
   // tokens (the experts of a 64-token prompt) gave q8_0 +3-13%, mxfp4 +0-20%,
   // q5_0 +5-35% in one-group tiles, and q4_0 -8..+10% (pairs kept from 2).
   static constexpr int64_t kPairFrom = kQ4 ? 2 : kTileTokens + 1;
+  // Whether a one-token tile prefetches (prefetch_unit). q4_0's and q8_0's
+  // one-token tiles stream faster on the hardware prefetchers alone, their
+  // groups being one forward stream of small units; every other tile needs
+  // the software prefetch. bench/kernel_ab.sh, 1 GiB of 1024 x 2048 matrices
+  // from DRAM, 2 threads, without against with (bench/RESULTS.md): q4_0
+  // 1.06-1.14 split over the threads, 1.16-1.33 whole matrices in 2 MiB
+  // pages; q8_0 1.26-1.35; q5_0 0.88 and mxfp4 1.02 split; q8_0 at 2 tokens
+  // 1.08-1.09 but at 4 tokens 0.63-0.67, at 8 0.40-0.43.
+  static constexpr bool kOneTokenPrefetch = !kQ4 && kType != DType::Q8_0;
 
   // The 16 rows' weight scales of a block (s: its scale bytes): fp16 d, or
   // 2^(e - 128) exactly (e8m0_to_float_half; subnormal at e < 2, which
@@ -245,7 +254,10 @@ struct Packed {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), table = mxfp4_table();
     Units::walk(
-        nb, [&](size_t u) __attribute__((always_inline)) { prefetch_unit<Units>(g + u); },
+        nb,
+        [&](size_t u) __attribute__((always_inline)) {
+          if constexpr (T > 1 || kOneTokenPrefetch) prefetch_unit<Units>(g + u);
+        },
         [&](int64_t b, size_t q, size_t s) __attribute__((always_inline)) {
           __m512i w[8];
           weights_of(g + q, m4, table, w);

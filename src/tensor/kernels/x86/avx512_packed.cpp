@@ -170,7 +170,7 @@ struct Packed {
   // groups being one forward stream of small units; every other tile needs
   // the software prefetch. bench/kernel_ab.sh, 1 GiB of 1024 x 2048 matrices
   // from DRAM, 2 threads, without against with (bench/RESULTS.md): q4_0
-  // 1.06-1.14 split over the threads, 1.16-1.33 whole matrices in 2 MiB
+  // 1.06-1.14 split over the threads, 1.11-1.33 whole matrices in 2 MiB
   // pages; q8_0 1.26-1.35; q5_0 0.88 and mxfp4 1.02 split; q8_0 at 2 tokens
   // 1.08-1.09 but at 4 tokens 0.63-0.67, at 8 0.40-0.43.
   static constexpr bool kOneTokenPrefetch = !kQ4 && kType != DType::Q8_0;

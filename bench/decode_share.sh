@@ -18,21 +18,20 @@ THREADS=${3:-2}
 COLIBRI=${4:-build/colibri}
 shift $(($# < 4 ? $# : 4))
 [[ ${1:-} == -- ]] && shift
+source "$(dirname "$0")/likwid.sh"
 command -v likwid-bench > /dev/null || { echo "likwid-bench not found (apt-get install likwid)" >&2; exit 1; }
 
-likwid() { likwid-bench -t load_avx512 -W "N:2GB:$THREADS" 2> /dev/null | awk '/^MByte\/s/ {print $2 / 1000}'; }
-before=$(likwid)
+before=$(likwid_gbs "$THREADS")
 shares=() speeds=()
 for r in $(seq 1 "$ROUNDS"); do
   out=$("$COLIBRI" bench -m "$MODEL" -p 64 -n 64 -r 1 -t "$THREADS" --no-probe-around "$@" 2>&1)
   tg=$(echo "$out" | awk -F'|' '$2 ~ /tg64/ {gsub(/ /, "", $3); print $3}')
   gb=$(echo "$out" | sed -nE 's/^achieved: ([0-9.]+) GB\/s.*/\1/p')
   [[ -n $tg && -n $gb ]] || { echo "round $r: no decode figures from colibri bench:" >&2; echo "$out" >&2; exit 1; }
-  after=$(likwid)
+  after=$(likwid_gbs "$THREADS")
   share=$(awk -v g="$gb" -v a="$before" -v b="$after" 'BEGIN {printf "%.1f", 200 * g / (a + b)}')
   echo "round $r: likwid-bench $before / $after GB/s, decode $tg tok/s, $gb GB/s of weights: $share% of likwid"
   shares+=("$share") speeds+=("$tg")
   before=$after
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 echo "medians of $ROUNDS: decode $(median "${speeds[@]}") tok/s, $(median "${shares[@]}")% of likwid-bench"

@@ -13,17 +13,17 @@ set -euo pipefail
 COLIBRI=${1:-build/colibri}
 ROUNDS=${2:-5}
 THREADS=${3:-2}
+source "$(dirname "$0")/likwid.sh"
 command -v likwid-bench > /dev/null || { echo "likwid-bench not found (apt-get install likwid)" >&2; exit 1; }
 
 lk=() one=() four=()
 for r in $(seq 1 "$ROUNDS"); do
-  l=$(likwid-bench -t load_avx512 -W "N:2GB:$THREADS" 2> /dev/null | awk '/^MByte\/s/ {print $2 / 1000}')
+  l=$(likwid_gbs "$THREADS")
   c=$("$COLIBRI" bench --probe-only -t "$THREADS" | head -1)
   o=$(echo "$c" | sed -E 's/.*: ([0-9.]+) GB\/s in one stream.*/\1/')
   f=$(echo "$c" | sed -E 's/.*, ([0-9.]+) GB\/s in [0-9]+$/\1/')
   echo "round $r: likwid-bench load_avx512 $l GB/s, colibri probe $o GB/s (one stream a thread), $f GB/s (four)"
   lk+=("$l") one+=("$o") four+=("$f")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 ml=$(median "${lk[@]}") mo=$(median "${one[@]}") mf=$(median "${four[@]}")
 echo "medians of $ROUNDS: likwid-bench $ml GB/s, colibri probe $mo GB/s one stream ($(awk -v a="$mo" -v b="$ml" 'BEGIN {printf "%.1f", 100 * a / b}')% of likwid), $mf GB/s four"

@@ -6,6 +6,8 @@
 // intrinsics as uninitialized (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <type_traits>
+
 #include "tensor/kernels/x86/prepared_family.h"
 #include "tensor/kernels/x86/q6_k_fields.h"
 #include "tensor/kernels/x86/x86_common.h"
@@ -466,6 +468,28 @@ void attend_512(const float* q, const KV* k, size_t k_stride, const KV* v, size_
     return s * scale;
   };
   int64_t p = 0;
+  // A Q4_0 cache's keys eight positions at a time: their widening, not the
+  // memory, bounds that loop, and eight independent sums keep more of it in
+  // flight (tests/tensor/bench/bench_attend, bench/RESULTS.md); the other
+  // caches read at or near the memory's rate four at a time.
+  if constexpr (std::is_same_v<KV, block_q4_0>) {
+    if (hd16 == head_dim) {
+      for (; p + 8 <= n_pos; p += 8) {
+        const KV* k0 = k + p * k_stride;
+        for (int r = 0; r < 8; ++r)
+          prefetch_row(k0 + r * k_stride, k_stride, head_dim, p + r, n_pos);
+        __m512 a[8];
+        for (int r = 0; r < 8; ++r) a[r] = _mm512_setzero_ps();
+        each16<8>(k0, k_stride, hd16, [&](int i, const __m512(&kv)[8]) {
+          const __m512 qv = _mm512_loadu_ps(q + i);
+          for (int r = 0; r < 8; ++r) a[r] = _mm512_fmadd_ps(qv, kv[r], a[r]);
+        });
+        const __m128 sc = _mm_set1_ps(scale);
+        _mm_storeu_ps(scores + p, _mm_mul_ps(reduce_add4(a[0], a[1], a[2], a[3]), sc));
+        _mm_storeu_ps(scores + p + 4, _mm_mul_ps(reduce_add4(a[4], a[5], a[6], a[7]), sc));
+      }
+    }
+  }
   for (; p + 4 <= n_pos; p += 4) {
     const KV* k0 = k + p * k_stride;
     for (int r = 0; r < 4; ++r) prefetch_row(k0 + r * k_stride, k_stride, head_dim, p + r, n_pos);

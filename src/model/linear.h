@@ -48,18 +48,30 @@ inline void run_products(ThreadPool& pool, Precision p, std::span<const LinearOu
   }
   pool.note_next_bytes(weight_bytes);
   pool.note_next_macs(macs);
-  // Rows are split across threads in multiples of 16 to keep SIMD tiles whole;
-  // a product under ~64 KiB of weights is not worth waking another thread for.
-  const int64_t grain = bytes < (64u << 10) ? n_rows : 16;
-  pool.parallel_for(n_rows, grain, [&](int64_t b, int64_t e, int th) {
+  // Rows are split across threads in blocks of 16 to keep SIMD tiles whole,
+  // each block weighing its product's token count: a prompt's experts differ
+  // in tokens, and a split by rows left one thread with the heavy ones while
+  // the other waited (`colibri bench --profile`'s "idle at end"). A block goes
+  // to the chunk that holds its first unit. A decode step's blocks weigh 1
+  // each: the split by rows. A product under ~64 KiB of weights is not worth
+  // waking another thread for.
+  auto weight = [&](const LinearOut& o) -> int64_t { return o.n ? o.n : n; };
+  int64_t n_units = 0;
+  for (const LinearOut& o : outs) n_units += (o.w->ne[1] + 15) / 16 * weight(o);
+  const int64_t grain = bytes < (64u << 10) ? n_units : 1;
+  pool.parallel_for(n_units, grain, [&](int64_t b, int64_t e, int th) {
     float* scratch = row_scratch + th * scratch_stride;
-    int64_t first = 0;  // the current matrix's first row in [0, n_rows)
+    int64_t first = 0;  // the current matrix's first unit in [0, n_units)
     for (const LinearOut& o : outs) {
-      const int64_t r0 = std::max(b, first) - first, r1 = std::min(e, first + o.w->ne[1]) - first;
-      first += o.w->ne[1];
+      const int64_t rows = o.w->ne[1], w = weight(o), units = (rows + 15) / 16 * w;
+      const int64_t u0 = std::max(b, first) - first, u1 = std::min(e, first + units) - first;
+      first += units;
+      if (u0 >= u1) continue;
+      // The blocks whose first unit (block k starts at unit k * w) is in [u0, u1).
+      const int64_t r0 = (u0 + w - 1) / w * 16, r1 = std::min(rows, (u1 + w - 1) / w * 16);
       if (r0 >= r1) continue;
-      const uint8_t* in = o.xq ? o.xq : xq;
       const int on = o.n ? o.n : n;
+      const uint8_t* in = o.xq ? o.xq : xq;
       if (on == 1)
         matvec_rows(*o.w, p, in, o.y + r0, r0, r1, scratch);
       else

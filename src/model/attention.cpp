@@ -156,14 +156,16 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
 
   // Prompts: a work item is one head of up to kAttentionQueryBlock
   // consecutive batch tokens, split where the sequence or the window's first
-  // position changes.
+  // position changes. Items run head by head, so a thread's next item reads
+  // the keys and values its last one read (a head's, up to 1 MiB at 2048 F16
+  // positions) while they are still in its cache.
   const int64_t n_blocks = (n + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
   const int64_t items = n_blocks * H;
   pool_.name_next("attention");
   pool_.parallel_for(items, grain_all < 0 ? items : 1, [&](int64_t i0, int64_t i1, int th) {
     float* scores = scores_.data() + static_cast<size_t>(th) * kAttentionQueryBlock * n_ctx_;
     for (int64_t item = i0; item < i1; ++item) {
-      const int blk = static_cast<int>(item / H), h = static_cast<int>(item % H);
+      const int blk = static_cast<int>(item % n_blocks), h = static_cast<int>(item / n_blocks);
       const int kvh = h / group;
       const float sink = sinks ? sinks[h] : -INFINITY;
       const int t_end = std::min(n, (blk + 1) * kAttentionQueryBlock);

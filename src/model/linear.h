@@ -70,12 +70,11 @@ inline void run_products(ThreadPool& pool, Precision p, std::span<const LinearOu
       // The blocks whose first unit (block k starts at unit k * w) is in [u0, u1).
       const int64_t r0 = (u0 + w - 1) / w * 16, r1 = std::min(rows, (u1 + w - 1) / w * 16);
       if (r0 >= r1) continue;
-      const int on = o.n ? o.n : n;
       const uint8_t* in = o.xq ? o.xq : xq;
-      if (on == 1)
+      if (w == 1)
         matvec_rows(*o.w, p, in, o.y + r0, r0, r1, scratch);
       else
-        matmul_rows(*o.w, p, in, xq_row_bytes, on, o.y + r0, o.y_stride, r0, r1, scratch);
+        matmul_rows(*o.w, p, in, xq_row_bytes, w, o.y + r0, o.y_stride, r0, r1, scratch);
     }
   });
 }

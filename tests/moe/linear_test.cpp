@@ -7,22 +7,16 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "tensor/half.h"
 #include "tensor/ops.h"
 #include "tensor/quant_blocks.h"
 
 namespace colibri {
 namespace {
-
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 struct Product {
   std::vector<block_q8_0> w, packed;
@@ -94,7 +88,7 @@ void check(const std::vector<int64_t>& rows, const std::vector<int>& tokens, int
       matvec_rows(p.plain, Precision::kNative, xq + t * xrb, want.data(), 0, rows[i],
                   scratch.data());
       for (int64_t r = 0; r < rows[i]; ++r)
-        ASSERT_EQ(bits(p.y[t * p.y_stride + r]), bits(want[r]))
+        ASSERT_EQ(f32_bits(p.y[t * p.y_stride + r]), f32_bits(want[r]))
             << threads << " threads, product " << i << " token " << t << " row " << r;
       for (size_t r = static_cast<size_t>(rows[i]); r < p.y_stride; ++r)
         ASSERT_EQ(p.y[t * p.y_stride + r], -1.0f) << "padding written: product " << i;

@@ -19,7 +19,6 @@
 
 #include "base/sys.h"
 #include "base/thread_pool.h"
-#include "tensor/half.h"
 #include "tensor/ops.h"
 #include "tensor/quant_blocks.h"
 
@@ -37,9 +36,7 @@ struct Cache {
 Cache make_cache(DType type, int64_t rows, int hd, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);
   Cache c{type, {}, {}, 0};
-  c.row_bytes = type == DType::F16    ? hd * sizeof(uint16_t)
-                : type == DType::Q8_0 ? hd / 32 * sizeof(block_q8_0)
-                                      : hd / 32 * sizeof(block_q4_0);
+  c.row_bytes = row_bytes(type, hd);
   std::vector<float> row(hd);
   for (std::vector<uint8_t>* kv : {&c.k, &c.v}) {
     kv->resize(static_cast<size_t>(rows) * c.row_bytes);
@@ -47,7 +44,7 @@ Cache make_cache(DType type, int64_t rows, int hd, std::mt19937& rng) {
       for (float& x : row) x = nd(rng);
       uint8_t* dst = kv->data() + r * c.row_bytes;
       if (type == DType::F16) {
-        for (int i = 0; i < hd; ++i) reinterpret_cast<uint16_t*>(dst)[i] = float_to_half(row[i]);
+        fp32_to_fp16_row(row.data(), reinterpret_cast<uint16_t*>(dst), hd);
       } else if (type == DType::Q8_0) {
         fp32_to_q8_0_row(row.data(), reinterpret_cast<block_q8_0*>(dst), hd);
       } else {

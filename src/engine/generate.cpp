@@ -125,6 +125,8 @@ std::string format_summary(const GenerateResult& r, const EngineStats& s) {
                      x.requests ? 100.0 * x.hits / x.requests : 0.0, 100.0 * resident,
                      tokens > 0 ? x.bytes_read / tokens / 1e6 : 0.0,
                      x.read_busy_s > 0 ? x.bytes_read / x.read_busy_s / 1e9 : 0.0, x.io_wait_s);
+    if (x.read_faulted > 0)
+      out += strprintf(", %.0f MB read into fresh memory", x.read_faulted / 1e6);
     if (x.pred_acquires > 0)
       out += strprintf(", prefetch recall %.1f%%, %llu guessed loads (%.1f%% used)",
                        100.0 * x.pred_hits / x.pred_acquires, static_cast<unsigned long long>(x.pred_loads),

@@ -125,7 +125,8 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   n_region_ = (pool_bytes_ + kHugePageBytes - 1) / kHugePageBytes;
   region_ = std::make_unique<std::atomic<uint8_t>[]>(n_region_);
   for (size_t r = 0; r < n_region_; ++r) region_[r].store(kUntouched, std::memory_order_relaxed);
-  populate_ = std::jthread([this](std::stop_token stop) {
+  populate_ = std::jthread([this, when = o.populate_when](std::stop_token stop) {
+    while (when && !when() && !stop.stop_requested()) usleep(1000);
     // On idle CPU only, ahead of the loads (see populate_); where
     // SCHED_IDLE is refused, at nice 10 and never past kPopulateLead.
     sched_param idle{};
@@ -228,17 +229,29 @@ void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()
   // disk capped at 1.3 GB/s took 1.2-2.1 s to its first token (0.9-1.0 s
   // with one slab at a time); a slab's three parts at once still held each
   // miss behind 3.5 MB (chunks of 512 KiB: decode 27-30 -> 30-31 tok/s,
-  // bench/RESULTS.md).
+  // bench/RESULTS.md). And only after kWarmQuiet without one (disk_quiet).
   int next = n_pinned_;  // slots fill in order; the warm-up never evicts
   for (int l = 0; l < n_layer_ && next < n_pinned_ + active_; ++l) {
     if (!layers_[l].gate_exps.data) continue;
     for (int e = 0; e < n_expert_ && !warm_stop_; ++e) {
-      warm_cv_.wait(lock, [&] { return warm_stop_ || loading_ == 0; });
+      while (!warm_stop_ && !disk_quiet(0)) warm_cv_.wait_for(lock, kWarmPoll);
       if (warm_stop_) break;
       const int32_t key = l * n_expert_ + e;
       if (where_[key] >= 0) continue;
       while (next < n_pinned_ + active_ && slots_[next].state != State::kEmpty) ++next;
       if (next >= n_pinned_ + active_) break;  // no empty slot left
+      // Into memory the populate thread has faulted in, at idle priority:
+      // first touch costs as much CPU as the read (a VM backs each page on
+      // its first write), and the I/O threads that would fault it run at
+      // the forward pass's priority on its cores. A warm-up that faulted
+      // its own slots cost the OLMoE-1B-7B Q4_0 shape a quarter of its
+      // decode speed at a 4G limit, where the whole file fits.
+      if (!slot_resident(next)) {
+        want_populated(next);
+        warm_cv_.wait_for(lock, kWarmPoll, [&] { return warm_stop_; });
+        --e;  // look again: the slot, the expert or the room may have changed
+        continue;
+      }
       Slot& s = slots_[next];
       start_load(next, key, false, false, true);  // reads nothing: its chunks go below
       ++stats_.warm_loads;
@@ -247,10 +260,12 @@ void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()
       warm_part_ = 0;
       warm_at_ = 0;
       warm_failed_ = false;
-      kick_warm(lock);
-      warm_cv_.wait(lock, [&] {
-        return !warm_busy_ && (warm_stop_ || warm_failed_ || warm_part_ == kParts);
-      });
+      // A chunk that found the disk busy starts when it is quiet again.
+      for (kick_warm(lock); warm_busy_ || !(warm_stop_ || warm_failed_ || warm_part_ == kParts);)
+        if (!warm_cv_.wait_for(lock, kWarmPoll, [&] {
+              return !warm_busy_ && (warm_stop_ || warm_failed_ || warm_part_ == kParts);
+            }))
+          kick_warm(lock);
       for (int p = 0; p < kParts; ++p) ops_[static_cast<size_t>(next) * kParts + p] = warm_whole_[p];
       warm_slot_ = -1;
       // The slab is whole (or failed, or the warm-up stops): ready for its
@@ -318,11 +333,13 @@ void StreamingExpertStore::check_file() const {
 void StreamingExpertStore::before_read(void* ctx, ReadOp& op) {
   auto* self = static_cast<StreamingExpertStore*>(ctx);
   const size_t at = static_cast<size_t>(op.dst - self->pool_);
-  self->fault_in(at, at + op.length);
+  if (const size_t faulted = self->fault_in(at, at + op.length))
+    self->read_faulted_.fetch_add(faulted, std::memory_order_relaxed);
 }
 
-void StreamingExpertStore::fault_in(size_t begin, size_t end) {
+size_t StreamingExpertStore::fault_in(size_t begin, size_t end) {
   end = std::min(end, pool_bytes_);
+  size_t faulted = 0;
   for (size_t r = begin / kHugePageBytes; r * kHugePageBytes < end; ++r) {
     std::atomic<uint8_t>& st = region_[r];
     double waited_since = 0;
@@ -343,10 +360,28 @@ void StreamingExpertStore::fault_in(size_t begin, size_t end) {
       }
       if (!st.compare_exchange_strong(s, kFaulting, std::memory_order_acq_rel)) continue;
       populate_pages(pool_ + r * kHugePageBytes, region_end(r) - r * kHugePageBytes);
+      faulted += region_end(r) - r * kHugePageBytes;
       st.store(kResident, std::memory_order_release);
       st.notify_all();
       break;
     }
+  }
+  return faulted;
+}
+
+bool StreamingExpertStore::slot_resident(int slot) const {
+  const size_t begin = static_cast<size_t>(slot) * slot_bytes_;
+  const size_t end = std::min(pool_bytes_, begin + slot_bytes_);
+  for (size_t r = begin / kHugePageBytes; r * kHugePageBytes < end; ++r)
+    if (region_[r].load(std::memory_order_acquire) != kResident) return false;
+  return true;
+}
+
+void StreamingExpertStore::want_populated(int slot) {
+  std::lock_guard<std::mutex> lock(populate_mu_);
+  if (static_cast<size_t>(slot) >= frontier_) {
+    frontier_ = static_cast<size_t>(slot) + 1;
+    populate_cv_.notify_one();
   }
 }
 
@@ -384,8 +419,13 @@ void StreamingExpertStore::on_read(void* ctx, ReadOp& op, const char* error) {
   if (--s.pending > 0) return;
   s.state = s.failed ? State::kFailed : State::kReady;
   --self->loading_;
+  self->forward_load_at_ = now_seconds();
   self->cv_.notify_all();
   self->kick_warm(lock);
+}
+
+bool StreamingExpertStore::disk_quiet(int own) const {
+  return loading_ == own && now_seconds() - forward_load_at_ >= kWarmQuiet;
 }
 
 void StreamingExpertStore::kick_warm(std::unique_lock<std::mutex>& lock) {
@@ -399,9 +439,10 @@ void StreamingExpertStore::kick_warm(std::unique_lock<std::mutex>& lock) {
     const ReadOp& whole = warm_whole_[warm_part_];
     if (warm_at_ >= whole.length || warm_at_ >= whole.expected) continue;
     // Only while none of the forward pass's loads is in flight (the slab's
-    // own is the one load then); the last of them to finish calls this again.
+    // own is the one load then), nor was for kWarmQuiet; the last of them to
+    // finish calls this again, or the warm-up thread when it looks again.
     if (warm_stop_) break;
-    if (loading_ != 1) return;
+    if (!disk_quiet(1)) return;
     chunk = &ops_[static_cast<size_t>(warm_slot_) * kParts + warm_part_];
     chunk->offset = whole.offset + warm_at_;
     chunk->dst = whole.dst + warm_at_;
@@ -454,13 +495,7 @@ void StreamingExpertStore::io_waiting(int delta) {
 void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, bool urgent,
                                       bool warming) {
   check_file();
-  {
-    std::lock_guard<std::mutex> lock(populate_mu_);
-    if (static_cast<size_t>(slot) >= frontier_) {
-      frontier_ = static_cast<size_t>(slot) + 1;
-      populate_cv_.notify_one();
-    }
-  }
+  want_populated(slot);
   Slot& s = slots_[slot];
   if (s.key >= 0) {
     where_[s.key] = -1;
@@ -516,6 +551,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
   if (by_prefetch) ++stats_.prefetch_loads;
   if (!s.pinned) policy_->on_insert(slot - n_pinned_, key, now_);
   if (warming) return;  // the warm-up submits the parts in chunks
+  forward_load_at_ = now_seconds();
   for (int p = 0; p < kParts; ++p) io_->submit(&ops_[static_cast<size_t>(slot) * kParts + p], urgent);
 }
 
@@ -769,6 +805,7 @@ ExpertStoreStats StreamingExpertStore::stats() const {
   const IoEngineStats io = io_->stats();
   s.bytes_read = io.bytes;
   s.read_busy_s = io.busy_s;
+  s.read_faulted = read_faulted_.load(std::memory_order_relaxed);
   return s;
 }
 

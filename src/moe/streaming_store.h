@@ -26,8 +26,11 @@
 // hold everything is full after one sequential pass over the file instead of
 // after every expert has been routed to once. It only uses a disk the forward
 // pass leaves idle: one read of at most kWarmChunk bytes at a time, each
-// started only while none of the forward pass's loads (misses, guesses) is in
-// flight, so that a miss waits behind at most one chunk. Its slabs are packed
+// started only while none of the forward pass's loads (misses, guesses) has
+// been in flight for kWarmQuiet, so that a miss waits behind at most one
+// chunk, and a forward pass that streams is not held back; and only into slots
+// the populate thread has faulted in (at idle priority), never faulting one
+// in on the I/O threads, which compete with the forward pass. Its slabs are packed
 // for the kernels at their first acquire, not as they land: a short run uses
 // few of them.
 //
@@ -39,6 +42,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -74,6 +78,8 @@ struct StreamingOptions {
   // pass waits on still go first.
   std::function<bool()> warm_when;
   size_t warm_chunk = 0;         // the warm-up's reads; 0: kWarmChunk (tests use a page)
+  // Set (tests): the populate thread faults nothing in until it returns true (polled).
+  std::function<bool()> populate_when;
 };
 
 class StreamingExpertStore : public ExpertStore {
@@ -206,7 +212,8 @@ class StreamingExpertStore : public ExpertStore {
   size_t retired_sliver(int n) const;
   std::mutex populate_mu_;
   std::condition_variable_any populate_cv_;
-  size_t frontier_ = 0;  // 1 + the highest slot index loaded so far (under populate_mu_)
+  size_t frontier_ = 0;  // 1 + the highest slot index loaded (or waited for by the warm-up) so far
+                         // (under populate_mu_)
   size_t populate_end_ = 0;  // bytes of the pool in active slots (under populate_mu_)
   size_t populate_next_ = 0;  // the populate thread's next region (under populate_mu_)
   std::jthread populate_;
@@ -225,8 +232,30 @@ class StreamingExpertStore : public ExpertStore {
   std::unique_ptr<std::atomic<uint8_t>[]> region_;
   size_t n_region_ = 0;
   size_t region_end(size_t r) const { return std::min(pool_bytes_, (r + 1) * kHugePageBytes); }
-  // Makes bytes [begin, end) of the pool resident, under the protocol above.
-  void fault_in(size_t begin, size_t end);
+  // Makes bytes [begin, end) of the pool resident, under the protocol above;
+  // returns the bytes this call faulted in itself.
+  size_t fault_in(size_t begin, size_t end);
+  std::atomic<uint64_t> read_faulted_{0};  // fault_in's bytes on the I/O threads (before_read)
+  // Whether every region under `slot` is resident.
+  bool slot_resident(int slot) const;
+  // Moves the frontier up to `slot` (the populate thread then faults it in).
+  void want_populated(int slot);
+  // How often the warm-up looks again for its next slot faulted in, or for
+  // a quiet disk.
+  static constexpr std::chrono::milliseconds kWarmPoll{2};
+  // The warm-up reads only after the forward pass has had no load in flight
+  // for this long: while the forward pass streams (the first tokens of a
+  // run whose budget holds every expert), each warm-up chunk holds one of
+  // its misses back, for experts the run may never use. OLMoE-1B-7B Q4_0
+  // at a 4G limit, disk capped at 1.3 GB/s, 128 tokens: 35-36 tok/s with
+  // no quiet time, 39-44 with 5 ms, 38-44 with 50 ms, beside 37-42 at 3G,
+  // where no warm-up runs; a server's first request is as fast either way
+  // (bench/RESULTS.md).
+  static constexpr double kWarmQuiet = 0.05;
+  double forward_load_at_ = 0;  // under mu_: when a forward-pass load last started or finished
+  // No load but `own` (the warm-up's, or none) in flight, and none of the
+  // forward pass's for kWarmQuiet. mu_ held.
+  bool disk_quiet(int own) const;
   static void before_read(void* ctx, ReadOp& op);
   std::vector<Slot> slots_;       // pinned first
   std::vector<ReadOp> ops_;       // (n_slots, kParts), reused by every load of a slot

@@ -150,7 +150,8 @@ TEST(StreamingStore, GivesSlotsBackKeepingTheSlabsThePolicyRanksHighest) {
 
 // The warm-up of a cache that holds every expert: nothing is read before its
 // gate opens; then every expert lands without a single acquire, with the
-// file's bytes, and acquires are hits that read nothing more.
+// file's bytes, into memory the populate thread faulted in (none of it by the
+// reads themselves), and acquires are hits that read nothing more.
 TEST(StreamingStore, WarmUpReadsEveryExpertOnceTheGateOpens) {
   const std::string path = temp_path("warm.gguf");
   test::write_synth_qwen3moe(path, {}, 5);  // 2 layers x 8 experts
@@ -218,6 +219,46 @@ TEST(StreamingStore, WarmUpFillsOnlyEmptySlots) {
     { StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so); }
     EXPECT_LT(now_seconds() - t0, 5.0);
   }
+  fs::remove(path);
+}
+
+// The warm-up reads only into slots the populate thread has faulted in, at
+// idle priority: while it has not, the warm-up waits, and the reads fault in
+// nothing themselves (on a VM a first touch costs about what the read does,
+// and the reading threads run at the forward pass's priority).
+TEST(StreamingStore, WarmUpWaitsForItsSlotsToBeFaultedIn) {
+  const std::string path = temp_path("warm_populated.gguf");
+  test::write_synth_qwen3moe(path, {}, 7);
+  test::LoadedModel m = test::load_model(path);
+  std::atomic<bool> populate{false};
+  StreamingOptions so;
+  so.n_slots = 16;
+  so.io = "pread";
+  so.warm_when = [] { return true; };
+  so.populate_when = [&populate] { return populate.load(); };
+  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(store.stats().loads, 0u) << "the warm-up read into memory not yet faulted in";
+  populate = true;
+  store.wait_warm();
+  const ExpertStoreStats s = store.stats();
+  ASSERT_GT(s.warm_done_s, 0) << "the warm-up did not finish";
+  EXPECT_EQ(s.warm_loads, 16u);
+  EXPECT_EQ(s.read_faulted, 0u) << "the warm-up's reads faulted their slots in themselves";
+  for (int e = 0; e < 8; ++e) {
+    const ExpertWeights got = store.acquire(1, e);
+    const TensorView want = m.w.experts[1].down_exps.slab(e);
+    EXPECT_EQ(std::memcmp(got.down.data, want.data, want.slab_bytes()), 0) << e;
+    store.release(1, e);
+  }
+  // A miss of a store that populates nothing ahead faults its slot itself.
+  StreamingOptions cold = so;
+  cold.warm_when = nullptr;
+  cold.populate_when = [] { return false; };
+  StreamingExpertStore miss(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, cold);
+  miss.acquire(0, 3);
+  miss.release(0, 3);
+  EXPECT_GT(miss.stats().read_faulted, 0u);
   fs::remove(path);
 }
 

@@ -262,6 +262,36 @@ TEST(StreamingStore, WarmUpWaitsForItsSlotsToBeFaultedIn) {
   fs::remove(path);
 }
 
+// The warm-up starts no read until the forward pass has had no load in
+// flight for kWarmQuiet (50 ms): a run still streaming its first tokens
+// keeps the disk to itself.
+TEST(StreamingStore, WarmUpWaitsForAQuietDisk) {
+  const std::string path = temp_path("warm_quiet.gguf");
+  test::write_synth_qwen3moe(path, {}, 8);
+  test::LoadedModel m = test::load_model(path);
+  std::atomic<bool> open{false};
+  StreamingOptions so;
+  so.n_slots = 16;
+  so.io = "pread";
+  so.warm_when = [&open] { return open.load(); };
+  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
+  const double t0 = now_seconds();  // the load ends after this
+  store.acquire(0, 2);              // a miss: the forward pass reads
+  store.release(0, 2);
+  open = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const ExpertStoreStats early = store.stats();
+  if (now_seconds() - t0 < 0.045) {  // (a stalled host proves nothing)
+    EXPECT_EQ(early.warm_loads, 0u) << "the warm-up read while the forward pass had just loaded";
+  }
+  store.wait_warm();
+  const ExpertStoreStats s = store.stats();
+  ASSERT_GT(s.warm_done_s, 0) << "the warm-up did not finish";
+  EXPECT_EQ(s.warm_loads, 15u);
+  EXPECT_EQ(s.loads, 16u);
+  fs::remove(path);
+}
+
 // The warm-up reads each slab in chunks and leaves it as the file has it;
 // its first acquire packs it for the kernels (where they pack the type). On
 // a quantized model whose slabs span many chunks, acquires racing the warm-up

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -26,8 +27,8 @@
 #include "moe/predict.h"
 #include "moe/streaming_store.h"
 #include "run_util.h"
-#include "tensor/ops.h"
 #include "synth_model.h"
+#include "tensor/ops.h"
 
 namespace colibri {
 namespace {
@@ -148,6 +149,16 @@ TEST(StreamingStore, GivesSlotsBackKeepingTheSlabsThePolicyRanksHighest) {
   fs::remove(path);
 }
 
+// Options for a cache that holds every slab of write_synth_qwen3moe's model
+// (2 layers x 8 experts), its warm-up gated on `when`.
+StreamingOptions whole_cache(std::function<bool()> when) {
+  StreamingOptions so;
+  so.n_slots = 16;
+  so.io = "pread";
+  so.warm_when = std::move(when);
+  return so;
+}
+
 // The warm-up of a cache that holds every expert: nothing is read before its
 // gate opens; then every expert lands without a single acquire, with the
 // file's bytes, into memory the populate thread faulted in (none of it by the
@@ -157,11 +168,8 @@ TEST(StreamingStore, WarmUpReadsEveryExpertOnceTheGateOpens) {
   test::write_synth_qwen3moe(path, {}, 5);  // 2 layers x 8 experts
   test::LoadedModel m = test::load_model(path);
   std::atomic<bool> open{false};
-  StreamingOptions so;
-  so.n_slots = 16;
-  so.io = "pread";
-  so.warm_when = [&open] { return open.load(); };
-  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
+  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert,
+                             whole_cache([&open] { return open.load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(store.stats().loads, 0u) << "read before the gate opened";
   open = true;
@@ -231,10 +239,7 @@ TEST(StreamingStore, WarmUpWaitsForItsSlotsToBeFaultedIn) {
   test::write_synth_qwen3moe(path, {}, 7);
   test::LoadedModel m = test::load_model(path);
   std::atomic<bool> populate{false};
-  StreamingOptions so;
-  so.n_slots = 16;
-  so.io = "pread";
-  so.warm_when = [] { return true; };
+  StreamingOptions so = whole_cache([] { return true; });
   so.populate_when = [&populate] { return populate.load(); };
   StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -270,11 +275,8 @@ TEST(StreamingStore, WarmUpWaitsForAQuietDisk) {
   test::write_synth_qwen3moe(path, {}, 8);
   test::LoadedModel m = test::load_model(path);
   std::atomic<bool> open{false};
-  StreamingOptions so;
-  so.n_slots = 16;
-  so.io = "pread";
-  so.warm_when = [&open] { return open.load(); };
-  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert, so);
+  StreamingExpertStore store(path, m.file->file_size(), m.w.experts, m.cfg.n_expert,
+                             whole_cache([&open] { return open.load(); }));
   const double t0 = now_seconds();  // the load ends after this
   store.acquire(0, 2);              // a miss: the forward pass reads
   store.release(0, 2);

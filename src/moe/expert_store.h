@@ -50,8 +50,8 @@ struct ExpertStoreStats {
   double warm_done_s = 0;       // seconds from the store's start to the warm-up's end (0: none, or not yet)
   uint64_t evictions = 0;
   double read_busy_s = 0;       // wall time with reads in flight: disk GB/s = bytes_read / this
-  uint64_t read_faulted =
-      0;  // bytes of fresh memory the reads faulted in themselves (not populated ahead)
+  // Bytes of fresh memory the reads faulted in themselves (not populated ahead).
+  uint64_t read_faulted = 0;
   // Next-layer prediction (prefetch_predicted): recall = pred_hits / pred_acquires.
   uint64_t pred_experts = 0;    // experts named by predictions
   uint64_t pred_acquires = 0;   // acquires in layer visits that had a prediction

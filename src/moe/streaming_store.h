@@ -212,8 +212,8 @@ class StreamingExpertStore : public ExpertStore {
   size_t retired_sliver(int n) const;
   std::mutex populate_mu_;
   std::condition_variable_any populate_cv_;
-  size_t frontier_ = 0;  // 1 + the highest slot index loaded (or waited for by the warm-up) so far
-                         // (under populate_mu_)
+  // 1 + the highest slot index loaded, or awaited by the warm-up, so far (under populate_mu_).
+  size_t frontier_ = 0;
   size_t populate_end_ = 0;  // bytes of the pool in active slots (under populate_mu_)
   size_t populate_next_ = 0;  // the populate thread's next region (under populate_mu_)
   std::jthread populate_;

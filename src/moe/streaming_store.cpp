@@ -261,11 +261,11 @@ void StreamingExpertStore::warm(std::stop_token stop, const std::function<bool()
       warm_at_ = 0;
       warm_failed_ = false;
       // A chunk that found the disk busy starts when it is quiet again.
-      for (kick_warm(lock); warm_busy_ || !(warm_stop_ || warm_failed_ || warm_part_ == kParts);)
-        if (!warm_cv_.wait_for(lock, kWarmPoll, [&] {
-              return !warm_busy_ && (warm_stop_ || warm_failed_ || warm_part_ == kParts);
-            }))
-          kick_warm(lock);
+      auto slab_over = [&] {
+        return !warm_busy_ && (warm_stop_ || warm_failed_ || warm_part_ == kParts);
+      };
+      kick_warm(lock);
+      while (!warm_cv_.wait_for(lock, kWarmPoll, slab_over)) kick_warm(lock);
       for (int p = 0; p < kParts; ++p) ops_[static_cast<size_t>(next) * kParts + p] = warm_whole_[p];
       warm_slot_ = -1;
       // The slab is whole (or failed, or the warm-up stops): ready for its

@@ -247,10 +247,10 @@ class StreamingExpertStore : public ExpertStore {
   // for this long: while the forward pass streams (the first tokens of a
   // run whose budget holds every expert), each warm-up chunk holds one of
   // its misses back, for experts the run may never use. OLMoE-1B-7B Q4_0
-  // at a 4G limit, disk capped at 1.3 GB/s, 128 tokens: 35-36 tok/s with
-  // no quiet time, 39-44 with 5 ms, 38-44 with 50 ms, beside 37-42 at 3G,
-  // where no warm-up runs; a server's first request is as fast either way
-  // (bench/RESULTS.md).
+  // at a 4G limit, disk capped at 1.3 GB/s, 128 tokens, back to back:
+  // 27-36 tok/s with no quiet time, 23-44 with 5 ms, 38-44 with 50 ms,
+  // beside 37-42 at 3G, where no warm-up runs; a server's first request is
+  // as fast either way (bench/RESULTS.md).
   static constexpr double kWarmQuiet = 0.05;
   double forward_load_at_ = 0;  // under mu_: when a forward-pass load last started or finished
   // No load but `own` (the warm-up's, or none) in flight, and none of the

@@ -36,6 +36,14 @@ const fs::path kVocab = kShared / "data/vocab";
 fs::path tmp_dir() {
   fs::path d = fs::temp_directory_path() / ("colibri-synth-fam-" + std::to_string(::getpid()));
   fs::create_directories(d);
+  // The directory goes at exit with whatever a failed test left in it.
+  static const struct Remove {
+    fs::path d;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } remove{d};
   return d;
 }
 

@@ -216,7 +216,9 @@ uint64_t read_sum(const void* p, size_t bytes) {
   return active_kernel_table().read_sum(p, bytes);
 }
 
-void swiglu_clamped(const float* g, const float* u, float* y, int64_t n) { ref::swiglu_clamped(g, u, y, n); }
+void swiglu_clamped(const float* g, const float* u, float* y, int64_t n) {
+  active_kernel_table().swiglu_clamped(g, u, y, n);
+}
 
 namespace {
 // The active table's two attention entries for a cache of row unit KV.

@@ -96,8 +96,7 @@ uint64_t read_sum(const void* p, size_t bytes);
 uint64_t int8_peak(int64_t rounds, int32_t* sink);
 
 // GPT-OSS's clamped SwiGLU (y may be g or u): with x = min(g, 7),
-// y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1). Scalar: it runs on the k
-// experts' F values a token, next to products over F x n_embd weights.
+// y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1).
 void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
 
 // Dequantizes n elements of type t (n a multiple of its block size).

@@ -4,6 +4,7 @@
 // a run (a token's result must not depend on how the rows were batched).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -44,6 +45,56 @@ TEST(SiluMul, EveryIsaMatchesF64Oracle) {
       }
       // In place (y = g) gives the same values, and so does every element
       // computed alone: where it falls in the SIMD lanes changes nothing.
+      std::vector<float> in_place = g;
+      f(in_place.data(), u.data(), in_place.data(), n);
+      EXPECT_EQ(in_place, y) << isa_name(isa);
+      for (int64_t i = 0; i < n; ++i) {
+        float one = 0;
+        f(&g[i], &u[i], &one, 1);
+        ASSERT_EQ(one, y[i]) << isa_name(isa) << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+// GPT-OSS's clamped SwiGLU on every ISA against an F64 oracle of the same
+// formula (its 1.702 x rounded to float first, as every kernel has it), with
+// the same checks: both clamps and both tails of the sigmoid, odd lengths, in
+// place, and each element alone.
+TEST(SwigluClamped, EveryIsaMatchesF64Oracle) {
+  std::mt19937 rng(43);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto oracle = [](float g, float u) {
+    const float x = std::min(g, 7.0f);
+    const double a = static_cast<double>(1.702f * x);
+    return x / (1.0 + std::exp(-a)) * (std::clamp(static_cast<double>(u), -7.0, 7.0) + 1.0);
+  };
+  for (Isa isa : kAllIsas) {
+    if (!isa_supported(isa)) continue;
+    const SwigluFn f = kernel_table(isa).swiglu_clamped;
+    ASSERT_NE(f, nullptr) << isa_name(isa);
+    for (int64_t n : {1, 7, 8, 9, 31, 64, 2880}) {
+      std::vector<float> g(n), u(n), y(n);
+      for (int64_t i = 0; i < n; ++i) {
+        g[i] = normal(rng) * (i % 3 == 0 ? 10.0f : 2.0f);
+        u[i] = normal(rng) * (i % 4 == 0 ? 10.0f : 2.0f);
+      }
+      // Both clamps' edges, and 1.702 x around -87 and past float's e^88.7.
+      const float specials[][2] = {
+          {0.0f, 0.0f},   {-0.0f, 1.0f},   {7.0f, 7.0f},    {7.5f, -7.5f},   {1e30f, 1e30f},
+          {-7.0f, -1.0f}, {-51.0f, 3.0f},  {-51.2f, -3.0f}, {-60.0f, 2.0f},  {-1e30f, 0.5f},
+          {1e-30f, 8.0f}, {-3e38f, -8.0f}, {-52.5f, 6.99f}, {-50.9f, -6.99f}};
+      for (int64_t i = 0; i < n && i < static_cast<int64_t>(std::size(specials)); ++i) {
+        g[i] = specials[i][0];
+        u[i] = specials[i][1];
+      }
+      f(g.data(), u.data(), y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = oracle(g[i], u[i]);
+        ASSERT_FALSE(std::isnan(y[i])) << isa_name(isa) << " g=" << g[i];
+        ASSERT_NEAR(y[i], want, 4e-7 * std::fabs(want) + 1e-35)
+            << isa_name(isa) << " n=" << n << " i=" << i << " g=" << g[i] << " u=" << u[i];
+      }
       std::vector<float> in_place = g;
       f(in_place.data(), u.data(), in_place.data(), n);
       EXPECT_EQ(in_place, y) << isa_name(isa);

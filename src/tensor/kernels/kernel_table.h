@@ -54,6 +54,10 @@ using AttendBatchKvFn = void (*)(const float* q, size_t q_stride, int n_q, const
 // activation. y may be g or u. Each y[i] depends on g[i] and u[i] alone, not
 // on n or i (batches are cut differently under different budgets).
 using SiluMulFn = void (*)(const float* g, const float* u, float* y, int64_t n);
+// GPT-OSS's clamped SwiGLU, y[i] = x sigmoid(1.702 x) (clamp(u[i], -7, 7) + 1)
+// with x = min(g[i], 7), under SiluMulFn's rules (y may be g or u; each y[i]
+// depends on g[i] and u[i] alone).
+using SwigluFn = SiluMulFn;
 // The 64-bit words of [p, p + bytes) summed (wrapping), bytes a multiple of
 // 256: the fastest way the ISA reads memory (the widest loads, independent
 // sums, no stores). The bandwidth probe that percentages of the roofline
@@ -106,6 +110,7 @@ struct KernelTable {
   AttendKvFn<block_q4_0> attend_q4_0 = nullptr;
   AttendBatchKvFn<block_q4_0> attend_batch_q4_0 = nullptr;
   SiluMulFn silu_mul = nullptr;
+  SwigluFn swiglu_clamped = nullptr;
   ReadSumFn read_sum = nullptr;
   Int8PeakFn int8_peak = nullptr;
 };

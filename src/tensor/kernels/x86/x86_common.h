@@ -581,32 +581,57 @@ inline float softmax_exp(float* scores, int64_t n, float sink) {
   return 1.0f / sum;
 }
 
-// y = silu(g) * u as x * sigmoid(x), the sigmoid from z = e^-|x| (which
-// never overflows): 1 / (1 + z) for x >= 0, z / (1 + z) below, 0 under -87. Within a few
-// ulp of the scalar x / (1 + e^-x); 8 lanes where glibc's expf takes one.
-// An element's value does not depend on where it falls: the last partial
-// vector goes through the same lanes, padded.
-inline __m256 silu_mul_8(__m256 x, __m256 u) {
+// x * sigmoid(a), the sigmoid from z = e^-|a| (which never overflows):
+// 1 / (1 + z) for a >= 0, z / (1 + z) below, 0 under -87 (there the sigmoid
+// is below float's normal range, and the clamped e^-|a| would leave ~1e-38
+// that a large x would scale back up). Within a few ulp of the scalar
+// x / (1 + e^-a); 8 lanes where glibc's expf takes one.
+inline __m256 times_sigmoid_8(__m256 x, __m256 a) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 z = exp_nonpositive(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));  // e^-|x|
+  const __m256 z = exp_nonpositive(_mm256_or_ps(a, _mm256_set1_ps(-0.0f)));  // e^-|a|
   const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, z));
-  __m256 s = _mm256_blendv_ps(r, _mm256_mul_ps(z, r), x);  // sign bit of x picks z / (1 + z)
-  // Under -87 the sigmoid is below float's normal range (the clamped
-  // e^-|x| would leave ~1e-38, which a large x would scale back up).
-  s = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ), s);
-  return _mm256_mul_ps(_mm256_mul_ps(x, s), u);
+  __m256 s = _mm256_blendv_ps(r, _mm256_mul_ps(z, r), a);  // sign bit of a picks z / (1 + z)
+  s = _mm256_andnot_ps(_mm256_cmp_ps(a, _mm256_set1_ps(-87.0f), _CMP_LT_OQ), s);
+  return _mm256_mul_ps(x, s);
 }
 
-void silu_mul_x86(const float* g, const float* u, float* y, int64_t n) {
+// y = silu(g) * u = x sigmoid(x) u.
+inline __m256 silu_mul_8(__m256 x, __m256 u) {
+  return _mm256_mul_ps(times_sigmoid_8(x, x), u);
+}
+
+// GPT-OSS's clamped SwiGLU (kernel_table.h's SwigluFn): x = min(g, 7) and
+// clamp(u, -7, 7), NaN passing through as in the scalar std::min and
+// std::clamp (vminps and vmaxps return their second operand on NaN).
+inline __m256 swiglu_clamped_8(__m256 g, __m256 u) {
+  const __m256 limit = _mm256_set1_ps(7.0f);
+  const __m256 x = _mm256_min_ps(limit, g);
+  const __m256 v = _mm256_max_ps(_mm256_set1_ps(-7.0f), _mm256_min_ps(limit, u));
+  return _mm256_mul_ps(times_sigmoid_8(x, _mm256_mul_ps(_mm256_set1_ps(1.702f), x)),
+                       _mm256_add_ps(v, _mm256_set1_ps(1.0f)));
+}
+
+// y = f(g, u) eight elements at a time; the last partial vector goes through
+// the same lanes, padded, so an element's value never depends on where it falls.
+template <__m256 (*f)(__m256, __m256)>
+void map8(const float* g, const float* u, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, silu_mul_8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
   if (i < n) {
     float gt[8] = {}, ut[8] = {}, yt[8];
     std::copy(g + i, g + n, gt);
     std::copy(u + i, u + n, ut);
-    _mm256_storeu_ps(yt, silu_mul_8(_mm256_loadu_ps(gt), _mm256_loadu_ps(ut)));
+    _mm256_storeu_ps(yt, f(_mm256_loadu_ps(gt), _mm256_loadu_ps(ut)));
     std::copy(yt, yt + (n - i), y + i);
   }
+}
+
+void silu_mul_x86(const float* g, const float* u, float* y, int64_t n) {
+  map8<silu_mul_8>(g, u, y, n);
+}
+void swiglu_clamped_x86(const float* g, const float* u, float* y, int64_t n) {
+  map8<swiglu_clamped_8>(g, u, y, n);
 }
 
 // Eight cached key/value elements (i, i + 8) of a row as floats: F32 as they
@@ -883,6 +908,7 @@ void add_common_x86_kernels(KernelTable& t) {
   t.attend_q4_0 = attend_x86<block_q4_0>;
   t.attend_batch_q4_0 = attend_batch_x86<block_q4_0>;
   t.silu_mul = silu_mul_x86;
+  t.swiglu_clamped = swiglu_clamped_x86;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "model/config.h"
 #include "model/synth.h"
 #include "model/weights.h"
+#include "process_tmp_dir.h"
 #include "tensor/ops.h"
 
 namespace colibri {
@@ -30,17 +31,8 @@ const fs::path kShared = fs::path(COLIBRI_SHARED_DIR);
 const fs::path kVocab = kShared / "data/vocab";
 
 fs::path tmp_dir() {
-  fs::path d = fs::temp_directory_path() / ("colibri-synth-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  // The directory goes at exit with whatever a failed test left in it.
-  static const struct Remove {
-    fs::path d;
-    ~Remove() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } remove{d};
-  return d;
+  static const ProcessTmpDir dir("colibri-synth-");
+  return dir.path;
 }
 
 #define REQUIRE_FILE(p) \

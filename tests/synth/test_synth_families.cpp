@@ -22,6 +22,7 @@
 #include "model/synth.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "process_tmp_dir.h"
 
 namespace colibri {
 namespace {
@@ -34,17 +35,8 @@ const fs::path kVocab = kShared / "data/vocab";
   if (!fs::exists(p)) GTEST_SKIP() << (p).string() << " is absent (test data from ../shared)"
 
 fs::path tmp_dir() {
-  fs::path d = fs::temp_directory_path() / ("colibri-synth-fam-" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  // The directory goes at exit with whatever a failed test left in it.
-  static const struct Remove {
-    fs::path d;
-    ~Remove() {
-      std::error_code ec;
-      fs::remove_all(d, ec);
-    }
-  } remove{d};
-  return d;
+  static const ProcessTmpDir dir("colibri-synth-fam-");
+  return dir.path;
 }
 
 std::string vocab_for(const std::string& arch) {

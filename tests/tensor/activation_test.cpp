@@ -16,6 +16,32 @@
 namespace colibri {
 namespace {
 
+// f(g, u) against oracle on one ISA: a few ulp of the result, or nothing
+// worth a float where it underflows, never NaN; in place (y = g) the same
+// values, and so every element computed alone: where it falls in the SIMD
+// lanes changes nothing.
+template <typename Oracle>
+void check_like_oracle(Isa isa, SiluMulFn f, const std::vector<float>& g,
+                       const std::vector<float>& u, Oracle oracle) {
+  const auto n = static_cast<int64_t>(g.size());
+  std::vector<float> y(g.size());
+  f(g.data(), u.data(), y.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = oracle(g[i], u[i]);
+    ASSERT_FALSE(std::isnan(y[i])) << isa_name(isa) << " g=" << g[i];
+    ASSERT_NEAR(y[i], want, 4e-7 * std::fabs(want) + 1e-35)
+        << isa_name(isa) << " n=" << n << " i=" << i << " g=" << g[i] << " u=" << u[i];
+  }
+  std::vector<float> in_place = g;
+  f(in_place.data(), u.data(), in_place.data(), n);
+  EXPECT_EQ(in_place, y) << isa_name(isa);
+  for (int64_t i = 0; i < n; ++i) {
+    float one = 0;
+    f(&g[i], &u[i], &one, 1);
+    ASSERT_EQ(one, y[i]) << isa_name(isa) << " n=" << n << " i=" << i;
+  }
+}
+
 double silu_mul_f64(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
 
 TEST(SiluMul, EveryIsaMatchesF64Oracle) {
@@ -26,7 +52,7 @@ TEST(SiluMul, EveryIsaMatchesF64Oracle) {
     const SiluMulFn f = kernel_table(isa).silu_mul;
     ASSERT_NE(f, nullptr) << isa_name(isa);
     for (int64_t n : {1, 7, 8, 9, 31, 64, 1000}) {
-      std::vector<float> g(n), u(n), y(n);
+      std::vector<float> g(n), u(n);
       for (int64_t i = 0; i < n; ++i) {
         g[i] = normal(rng) * (i % 3 == 0 ? 10.0f : 1.0f);
         u[i] = normal(rng);
@@ -35,32 +61,14 @@ TEST(SiluMul, EveryIsaMatchesF64Oracle) {
       const float specials[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 20.0f, -20.0f, 87.0f, -87.0f, 88.5f, -88.5f,
                                 89.0f, -89.0f, 100.0f, -100.0f, 1e30f, -1e30f, 1e-38f, -3.0e38f};
       for (int64_t i = 0; i < n && i < static_cast<int64_t>(std::size(specials)); ++i) g[i] = specials[i];
-      f(g.data(), u.data(), y.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        const double want = silu_mul_f64(g[i], u[i]);
-        ASSERT_FALSE(std::isnan(y[i])) << isa_name(isa) << " g=" << g[i];
-        // A few ulp of the result, or nothing worth a float where it underflows.
-        ASSERT_NEAR(y[i], want, 4e-7 * std::fabs(want) + 1e-35)
-            << isa_name(isa) << " n=" << n << " i=" << i << " g=" << g[i] << " u=" << u[i];
-      }
-      // In place (y = g) gives the same values, and so does every element
-      // computed alone: where it falls in the SIMD lanes changes nothing.
-      std::vector<float> in_place = g;
-      f(in_place.data(), u.data(), in_place.data(), n);
-      EXPECT_EQ(in_place, y) << isa_name(isa);
-      for (int64_t i = 0; i < n; ++i) {
-        float one = 0;
-        f(&g[i], &u[i], &one, 1);
-        ASSERT_EQ(one, y[i]) << isa_name(isa) << " n=" << n << " i=" << i;
-      }
+      check_like_oracle(isa, f, g, u, silu_mul_f64);
     }
   }
 }
 
 // GPT-OSS's clamped SwiGLU on every ISA against an F64 oracle of the same
-// formula (its 1.702 x rounded to float first, as every kernel has it), with
-// the same checks: both clamps and both tails of the sigmoid, odd lengths, in
-// place, and each element alone.
+// formula (its 1.702 x rounded to float first, as every kernel has it): both
+// clamps and both tails of the sigmoid, odd lengths.
 TEST(SwigluClamped, EveryIsaMatchesF64Oracle) {
   std::mt19937 rng(43);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -74,7 +82,7 @@ TEST(SwigluClamped, EveryIsaMatchesF64Oracle) {
     const SwigluFn f = kernel_table(isa).swiglu_clamped;
     ASSERT_NE(f, nullptr) << isa_name(isa);
     for (int64_t n : {1, 7, 8, 9, 31, 64, 2880}) {
-      std::vector<float> g(n), u(n), y(n);
+      std::vector<float> g(n), u(n);
       for (int64_t i = 0; i < n; ++i) {
         g[i] = normal(rng) * (i % 3 == 0 ? 10.0f : 2.0f);
         u[i] = normal(rng) * (i % 4 == 0 ? 10.0f : 2.0f);
@@ -88,21 +96,7 @@ TEST(SwigluClamped, EveryIsaMatchesF64Oracle) {
         g[i] = specials[i][0];
         u[i] = specials[i][1];
       }
-      f(g.data(), u.data(), y.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        const double want = oracle(g[i], u[i]);
-        ASSERT_FALSE(std::isnan(y[i])) << isa_name(isa) << " g=" << g[i];
-        ASSERT_NEAR(y[i], want, 4e-7 * std::fabs(want) + 1e-35)
-            << isa_name(isa) << " n=" << n << " i=" << i << " g=" << g[i] << " u=" << u[i];
-      }
-      std::vector<float> in_place = g;
-      f(in_place.data(), u.data(), in_place.data(), n);
-      EXPECT_EQ(in_place, y) << isa_name(isa);
-      for (int64_t i = 0; i < n; ++i) {
-        float one = 0;
-        f(&g[i], &u[i], &one, 1);
-        ASSERT_EQ(one, y[i]) << isa_name(isa) << " n=" << n << " i=" << i;
-      }
+      check_like_oracle(isa, f, g, u, oracle);
     }
   }
 }

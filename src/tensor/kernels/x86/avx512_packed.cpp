@@ -59,12 +59,13 @@ template <size_t kOffset, int kLevel>
   else
     asm volatile("prefetcht1 %c1(%0)" : : "r"(p), "i"(kOffset));
 }
+template <size_t kAhead, int kLevel, size_t... k>
+[[gnu::always_inline]] inline void prefetch_lines(const uint8_t* p, std::index_sequence<k...>) {
+  (prefetch_line<kAhead + 64 * k, kLevel>(p), ...);
+}
 template <size_t kBytes, size_t kAhead, int kLevel>
 [[gnu::always_inline]] inline void lines_ahead(const uint8_t* p) {
-  [&]<size_t... k>(std::index_sequence<k...>) __attribute__((always_inline)) {
-    (prefetch_line<kAhead + 64 * k, kLevel>(p), ...);
-  }
-  (std::make_index_sequence<(kBytes + 63) / 64>{});
+  prefetch_lines<kAhead, kLevel>(p, std::make_index_sequence<(kBytes + 63) / 64>{});
 }
 
 // The lines of [p, p + kBytes) kPrefetchBytes ahead into L1 and

@@ -1,14 +1,15 @@
 // The colibri binary on bad input: one clear error line naming what and
 // where, and a non-zero exit; never a crash or a hang.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "../process_tmp_dir.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 
@@ -27,14 +28,7 @@ struct Result {
 // This process's own directory for the files the tests write, removed when
 // it exits: test runs side by side never share a file.
 const fs::path& scratch_dir() {
-  static const struct Dir {
-    fs::path path = fs::temp_directory_path() / ("colibri_cli_" + std::to_string(::getpid()));
-    Dir() { fs::create_directories(path); }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } dir;
+  static const ProcessTmpDir dir("colibri_cli_");
   return dir.path;
 }
 

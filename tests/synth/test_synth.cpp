@@ -15,12 +15,12 @@
 #include <set>
 #include <sstream>
 
+#include "../process_tmp_dir.h"
 #include "engine/engine.h"
 #include "formats/gguf.h"
 #include "model/config.h"
 #include "model/synth.h"
 #include "model/weights.h"
-#include "process_tmp_dir.h"
 #include "tensor/ops.h"
 
 namespace colibri {

@@ -16,13 +16,13 @@
 #include <map>
 #include <set>
 
+#include "../process_tmp_dir.h"
 #include "engine/engine.h"
 #include "formats/gguf.h"
 #include "model/config.h"
 #include "model/synth.h"
 #include "model/transformer.h"
 #include "model/weights.h"
-#include "process_tmp_dir.h"
 
 namespace colibri {
 namespace {

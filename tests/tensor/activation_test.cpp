@@ -1,7 +1,8 @@
 // The gated FFN's activations, silu(g) * u and GPT-OSS's clamped SwiGLU, on
-// every ISA against an F64 oracle: ordinary values, both tails (where e^-x overflows or vanishes), odd
-// lengths (the SIMD tails), in place, and each element the same alone as in
-// a run (a token's result must not depend on how the rows were batched).
+// every ISA against an F64 oracle: ordinary values, both tails (where e^-x
+// overflows or vanishes), odd lengths (the SIMD tails), in place, and each
+// element the same alone as in a run (a token's result must not depend on
+// how the rows were batched).
 #include <gtest/gtest.h>
 
 #include <algorithm>

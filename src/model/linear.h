@@ -7,6 +7,7 @@
 #include <span>
 
 #include "base/thread_pool.h"
+#include "tensor/kernels/kernel_table.h"
 #include "tensor/ops.h"
 #include "tensor/view.h"
 
@@ -59,7 +60,11 @@ inline void run_products(ThreadPool& pool, Precision p, std::span<const LinearOu
   int64_t n_units = 0;
   for (const LinearOut& o : outs) n_units += (o.w->ne[1] + 15) / 16 * weight(o);
   const int64_t grain = bytes < (64u << 10) ? n_units : 1;
+  // The inputs stay as they are until the job ends: a kernel may keep what
+  // it derives from them across its calls (kernels/kernel_table.h).
+  const uint64_t epoch = next_input_epoch();
   pool.parallel_for(n_units, grain, [&](int64_t b, int64_t e, int th) {
+    const InputEpochScope inputs(epoch);
     float* scratch = row_scratch + th * scratch_stride;
     int64_t first = 0;  // the current matrix's first unit in [0, n_units)
     for (const LinearOut& o : outs) {

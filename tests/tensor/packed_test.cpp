@@ -2,9 +2,10 @@
 // ISA's packing writes it byte for byte, the scalar packed kernels agree with
 // the plain reference dot, every ISA's packed kernel equals the scalar packed
 // kernel bit for bit (for mxfp4 also at every E8M0 exponent and E2M1 code),
-// and products through
-// ops.h give the same bits whether the weights were packed or not, for
-// matvec and matmul, any token count and row ranges on group boundaries.
+// products through ops.h give the same bits whether the weights were packed
+// or not, for matvec and matmul, any token count and row ranges on group
+// boundaries, and what a kernel keeps within an input epoch never outlives
+// the input's bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "tensor/half.h"
 #include "tensor/kernels/dispatch.h"
+#include "tensor/kernels/kernel_table.h"
 #include "tensor/kernels/ref/ref.h"
 #include "tensor/quant_blocks.h"
 #include "tensor_test_util.h"
@@ -307,6 +309,58 @@ TEST(Packed, Mxfp4EveryExponentAndCode) {
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_TRUE(same_value(got[i], want[i])) << isa_name(isa) << " tokens " << n_tok << " at "
                                                  << i << ": " << got[i] << ", scalar " << want[i];
+    }
+  }
+}
+
+// Within one input epoch a packed kernel may keep what it derived from an
+// input for its next call on the same bytes (kernels/kernel_table.h). Every
+// call still gives the scalar packed kernel's bits: a second matrix on the
+// same input, the same pointer with fewer tokens or another stride, a later
+// row of it, and the same buffer holding new bytes in the next epoch or
+// outside any.
+TEST(Packed, InputEpochKeepsNothingPastItsInput) {
+  std::mt19937 rng(23);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kNeonDot, Isa::kNeonI8mm}) {
+    if (!isa_supported(isa)) continue;
+    for (DType t : kPackedTypes) {
+      const PackedTileFn f = kernel_table(isa).packed[slot(t)];
+      if (!f) continue;
+      const int64_t n = 512, n_rows = 32, n_tok = 9;
+      Case a = make_case(t, n, n_rows, n_tok, rng), b = make_case(t, n, n_rows, n_tok, rng);
+      std::vector<uint8_t> w2 = testing::random_weights(t, n * n_rows, rng);
+      pack_rows(t, a.w.data(), n_rows, n);
+      pack_rows(t, w2.data(), n_rows, n);
+      std::vector<uint8_t> x = a.xq;  // the one input buffer every call reads
+      auto check = [&](const std::vector<uint8_t>& w, const uint8_t* xp, size_t xs, int64_t nt,
+                       const char* what) {
+        const size_t ys = n_rows;
+        std::vector<float> got(ys * nt, -1.0f), want(ys * nt, -1.0f);
+        f(w.data(), n_rows / 16, xp, xs, nt, n, got.data(), ys);
+        type_traits(t).packed_ref(w.data(), n_rows / 16, xp, xs, nt, n, want.data(), ys);
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i]))
+              << isa_name(isa) << " " << dtype_name(t) << " " << what << " at " << i;
+      };
+      {
+        const InputEpochScope scope(next_input_epoch());
+        check(a.w, x.data(), a.xs, n_tok, "first call");
+        check(w2, x.data(), a.xs, n_tok, "second matrix, same input");
+        check(a.w, x.data(), a.xs, n_tok - 4, "fewer tokens");
+        check(a.w, x.data() + a.xs, a.xs, n_tok - 1, "a later row");
+        check(a.w, x.data(), 2 * a.xs, (n_tok + 1) / 2, "every other row");
+        check(w2, x.data(), a.xs, n_tok, "the first input again");
+      }
+      const uint8_t* buffer = x.data();
+      x = b.xq;  // new bytes in the same buffer
+      ASSERT_EQ(x.data(), buffer);
+      {
+        const InputEpochScope scope(next_input_epoch());
+        check(a.w, x.data(), a.xs, n_tok, "next epoch, new bytes");
+      }
+      check(a.w, x.data(), a.xs, n_tok, "no epoch");
+      x = a.xq;
+      check(w2, x.data(), a.xs, n_tok, "no epoch, new bytes");
     }
   }
 }

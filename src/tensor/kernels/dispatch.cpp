@@ -86,6 +86,11 @@ Active& active() {
 
 }  // namespace
 
+uint64_t next_input_epoch() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar:

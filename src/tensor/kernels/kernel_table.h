@@ -27,6 +27,30 @@ using DotFn = float (*)(const void* w, const void* x, int64_t n);
 using TileFn = void (*)(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x,
                         size_t x_stride, int64_t nt, int64_t n, float* y, size_t y_stride);
 
+// What a product may assume of its quantized input. Products of one parallel
+// job whose inputs stay unchanged while it runs (model/linear.h's
+// run_products) share an epoch, nonzero and never used again: a packed
+// kernel then keeps what it derives from an input's bytes (each block's sum
+// and scale) for the job's next call on the same bytes, its other chunks and
+// the sibling matrix that reads the same input, instead of deriving it
+// again per call. 0, the default: no such promise, derived every call.
+inline thread_local uint64_t t_input_epoch = 0;
+
+// Sets t_input_epoch for its lifetime (the thread's part of one job).
+class InputEpochScope {
+ public:
+  explicit InputEpochScope(uint64_t epoch) : saved_(t_input_epoch) { t_input_epoch = epoch; }
+  ~InputEpochScope() { t_input_epoch = saved_; }
+  InputEpochScope(const InputEpochScope&) = delete;
+  InputEpochScope& operator=(const InputEpochScope&) = delete;
+
+ private:
+  uint64_t saved_;
+};
+
+// A fresh epoch (thread-safe; never 0).
+uint64_t next_input_epoch();
+
 // One query head against its cached keys and values, stored as KV (rows of
 // float, uint16_t F16 bits, block_q8_0 or block_q4_0, read exactly as the floats they
 // hold, tensor/kv_row.h; strides in those units): scores[p] = scale *

@@ -29,6 +29,7 @@ KVCache::KVCache(const ModelConfig& c, int n_ctx, int n_seq, DType type)
   k_.resize(rows * k_row_);
   if (!v_in_k_) v_.resize(rows * v_row_);
   mark_.assign(n_seq, 0);
+  present_.assign(n_seq, 0);
 }
 
 void KVCache::commit_growth() {
@@ -47,9 +48,26 @@ void KVCache::commit_growth() {
         if (!v_in_k_) bytes += pages(row * v_row_, static_cast<uint64_t>(mark_[seq]) * v_row_);
       }
   }
-  if (bytes <= touched_) return;
-  touched_ = bytes;
-  if (listener_) listener_(bytes);
+  if (bytes > touched_) {
+    touched_ = bytes;
+    if (listener_) listener_(bytes);
+  }
+  // The room is given; now the pages of rows [present, mark) of each block.
+  auto populate = [&](AlignedBuffer<uint8_t>& buf, size_t row_bytes, uint64_t row, int from,
+                      int to) {
+    const uint64_t begin = (row + from) * row_bytes / page * page, end = (row + to) * row_bytes;
+    populate_pages(buf.data() + begin, end - begin);
+  };
+  for (int seq = 0; seq < n_seq_; ++seq) {
+    if (mark_[seq] <= present_[seq]) continue;
+    for (int l = 0; l < n_layer_; ++l)
+      for (int h = 0; h < n_head_kv_; ++h) {
+        const uint64_t row = index(seq, l, h);
+        populate(k_, k_row_, row, present_[seq], mark_[seq]);
+        if (!v_in_k_) populate(v_, v_row_, row, present_[seq], mark_[seq]);
+      }
+    present_[seq] = mark_[seq];
+  }
 }
 
 namespace {

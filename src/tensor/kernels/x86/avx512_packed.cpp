@@ -149,6 +149,16 @@ struct LastInput {
   }
 };
 
+// Sizes prep for nt x nb preparations (it grows to the largest call, then is
+// reused: no allocation per token) and says whether they must be made, that
+// is unless `last` already holds this input's.
+template <typename Prep>
+bool must_prepare(std::vector<Prep>& prep, LastInput& last, const uint8_t* x, size_t x_stride,
+                  int64_t nt, int64_t nb) {
+  if (prep.size() < static_cast<size_t>(nt * nb)) prep.resize(static_cast<size_t>(nt * nb));
+  return !last.repeats(x, x_stride, nt, nb);
+}
+
 // acc + vpdpbusd(w, the 4 bytes at p in every lane), and the same for
 // vpdpwssd, with the 4 bytes broadcast by the instruction's own memory
 // operand ({1to16}). GCC 12 does not fold _mm512_set1_epi32 of a load into
@@ -420,12 +430,9 @@ struct Packed {
     static constexpr auto kPairs = make_pairs(std::make_integer_sequence<int, kPairTokens>{});
     const int64_t nb = n / kQK;
     const size_t group_bytes = Units::group_bytes(nb);
-    // Every token's prep; grows to the largest call, then is reused.
-    thread_local std::vector<XPrep> prep_all;
+    thread_local std::vector<XPrep> prep_all;  // every token's
     thread_local LastInput last;
-    if (prep_all.size() < static_cast<size_t>(nt * nb))
-      prep_all.resize(static_cast<size_t>(nt * nb));
-    if (!last.repeats(x, x_stride, nt, nb))
+    if (must_prepare(prep_all, last, x, x_stride, nt, nb))
       for (int64_t t = 0; t < nt; ++t) {
         const auto* xr = reinterpret_cast<const block_q8_0*>(x + t * x_stride);
         XPrep* xp = prep_all.data() + t * nb;
@@ -712,14 +719,10 @@ struct PackedQ4K {
     static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTile>{});
     const int64_t nb = n / kQK_K;
     const size_t group_bytes = Units::group_bytes(nb);
-    // Every token's prep; grows to the largest call, then is reused: no
-    // allocation per token.
-    thread_local std::vector<XPrepK> prep_all;
+    thread_local std::vector<XPrepK> prep_all;  // every token's
     thread_local std::vector<Unpacked> unpacked;
     thread_local LastInput last;
-    if (prep_all.size() < static_cast<size_t>(nt * nb))
-      prep_all.resize(static_cast<size_t>(nt * nb));
-    if (!last.repeats(x, x_stride, nt, nb))
+    if (must_prepare(prep_all, last, x, x_stride, nt, nb))
       for (int64_t t = 0; t < nt; ++t) {
         const auto* xr = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
         for (int64_t b = 0; b < nb; ++b)

@@ -79,11 +79,12 @@ class KVCache {
   // below the marks may now take, if that grew (a budgeted expert store
   // gives that room back first: ExpertStore::set_kv_bytes), then makes the
   // new pages present, one call per (layer, head) block. A page first
-  // touched by a write costs a fault each: 10.8 us on the reference
-  // machine's virtual machine, against 0.5-0.6 us a page populated in
-  // ranges, so a 512-token prompt's 16k pages (OLMoE) cost 177 ms of
-  // faults, and every 16th decode step 5.5 ms. Marks never fall (finished
-  // sequences stay for prefix reuse).
+  // touched by a write faults: 10.4-10.8 us on the reference machine (a
+  // virtual machine), against 0.46 us a page populated in ranges and then 5
+  // us at its first write (the hypervisor's part, which no call avoids). A
+  // 512-token prompt touches 16k pages of OLMoE's cache, and every 16th
+  // decode step 512. Marks never fall (finished sequences stay for prefix
+  // reuse).
   static constexpr int kMarkRows = 64;
   void will_write(int seq, int end) {
     end = std::min(n_ctx_, (end + kMarkRows - 1) / kMarkRows * kMarkRows);

@@ -170,7 +170,12 @@ uint64_t scratch_bytes_estimate(const ModelConfig& c, int n_ctx, int n_batch, in
   // Per thread: attention scores for a block of queries over the context,
   // and a row of scratch.
   const uint64_t per_thread = 4 * (static_cast<uint64_t>(kAttentionQueryBlock) * n_ctx + max_in + 256);
-  return per_row * n_batch + per_thread * n_threads + 4ull * c.n_vocab;
+  // Per thread and batch row: a packed kernel's preparation of a product's
+  // input, every token's kept through the job (kernels/x86/avx512_packed.cpp:
+  // 8 bytes per block of 32 elements), one array per weight type, of which
+  // a file mixes three at most.
+  const uint64_t prep_per_row = 3 * 8 * (max_in / 32 + 1);
+  return per_row * n_batch + (per_thread + prep_per_row * n_batch) * n_threads + 4ull * c.n_vocab;
 }
 
 Plan make_plan(const ExpertStoreOptions& o, const GgufFile& f, const ModelConfig& cfg,

@@ -122,7 +122,7 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
   // A sequence's lone token in this batch (a decode step): its heads that
   // share a KV head are the queries read together (a group of up to
   // kAttentionQueryBlock), so each cached row is read once per group instead
-  // of once per head (MLA: once for every 8 heads). Decided per token, so a
+  // of once per head (MLA: once for every 16 heads). Decided per token, so a
   // sequence's result never depends on the other sequences in the batch.
   const bool by_heads = group > 1 && !sinks;
   int n_alone = 0;

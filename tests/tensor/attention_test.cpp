@@ -16,18 +16,19 @@
 namespace colibri {
 namespace {
 
+// A sink (GPT-OSS) is one more logit in the softmax's denominator.
 std::vector<double> oracle(const std::vector<float>& q, const std::vector<float>& k, size_t ks,
                            const std::vector<float>& v, size_t vs, int64_t n_pos, int hd, int hdv,
-                           float scale) {
+                           float scale, float sink = -INFINITY) {
   std::vector<double> s(n_pos);
-  double max = -INFINITY;
+  double max = sink;
   for (int64_t p = 0; p < n_pos; ++p) {
     double d = 0;
     for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * k[p * ks + i];
     s[p] = d * scale;
     max = std::max(max, s[p]);
   }
-  double sum = 0;
+  double sum = std::exp(static_cast<double>(sink) - max);
   for (double& x : s) sum += (x = std::exp(x - max));
   std::vector<double> out(hdv, 0.0);
   for (int64_t p = 0; p < n_pos; ++p)
@@ -108,12 +109,14 @@ TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (int hd : {8, 64, 100, 128})
-      for (int n_q : {1, 2, 3, 4, 5, 7, 8, 9, 13}) {
+      for (int n_q : {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 17, 29}) {
         const int hdv = hd == 100 ? 72 : hd;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const float sink = n_q % 2 ? -INFINITY : 0.7f;
         std::vector<int32_t> n_pos(n_q);
+        // Far apart (each query masks most of the others' positions), or > 1000: long contexts.
         for (int i = 0; i < n_q; ++i)
-          n_pos[i] = n_q == 5 || n_q == 9 ? 1 + 37 * i : 1000 + i;  // > 1000: long contexts
+          n_pos[i] = n_q == 5 || n_q == 9 || n_q == 16 || n_q == 29 ? 1 + 37 * i : 1000 + i;
         const int32_t max_pos = *std::max_element(n_pos.begin(), n_pos.end());
         const size_t ks = hd + 3, vs = hdv + 5, qs = hd + 9, os = hdv + 2;
         std::vector<float> q(n_q * qs), k(max_pos * ks), v(max_pos * vs), scores(n_q * max_pos);
@@ -122,14 +125,14 @@ TEST(AttendBatch, EveryIsaMatchesF64Oracle) {
         for (float& x : k) x = nd(rng);
         for (float& x : v) x = nd(rng);
         attend_batch(q.data(), qs, n_q, n_pos.data(), k.data(), ks, v.data(), vs, hd, hdv, scale,
-                     scores.data(), out.data(), os);
+                     scores.data(), out.data(), os, sink);
         for (int i = 0; i < n_q; ++i) {
           const std::vector<float> qi(q.begin() + i * qs, q.begin() + i * qs + hd);
-          const auto want = oracle(qi, k, ks, v, vs, n_pos[i], hd, hdv, scale);
+          const auto want = oracle(qi, k, ks, v, vs, n_pos[i], hd, hdv, scale, sink);
           for (int d = 0; d < hdv; ++d)
             ASSERT_NEAR(out[i * os + d], want[d], 2e-5 * (1 + std::fabs(want[d]) + scale * hd / 8))
-                << isa_name(isa) << " hd " << hd << " n_q " << n_q << " query " << i << " dim "
-                << d;
+                << isa_name(isa) << " hd " << hd << " n_q " << n_q << " query " << i << " dim " << d
+                << " sink " << sink;
           for (size_t d = hdv; d < os; ++d) ASSERT_EQ(out[i * os + d], -7.0f);  // padding untouched
         }
       }
@@ -155,7 +158,7 @@ TEST(Attend, F16CacheEqualsF32CacheOfTheSameValues) {
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (int hd : {13, 64, 128})
-      for (int n_q : {1, 3, 4, 6, 8, 11}) {
+      for (int n_q : {1, 3, 4, 6, 8, 11, 12, 16, 19}) {
         const int hdv = hd == 13 ? 5 : hd;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         std::vector<int32_t> n_pos(n_q);
@@ -208,7 +211,7 @@ void check_block_cache(DType type, void (*quantize)(const float*, Block*, int64_
     if (!isa_supported(isa)) continue;
     set_kernel_isa(isa);
     for (Shape sh : {Shape{32, 32}, Shape{64, 64}, Shape{128, 128}, Shape{192, 128}, Shape{576, 512}})
-      for (int n_q : {1, 2, 3, 4, 5, 8, 9}) {
+      for (int n_q : {1, 2, 3, 4, 5, 8, 9, 12, 16}) {
         const int hd = sh.hd, hdv = sh.hdv;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         std::vector<int32_t> n_pos(n_q);

@@ -22,6 +22,7 @@ lib=$1
     else if (name ~ /PackedQ6K::tile</) fam = "packed q6_K tile"
     else if (name ~ /<void colibri::\(anonymous namespace\)::attend_512</) fam = "attend_512"
     else if (name ~ /<void colibri::\(anonymous namespace\)::attend_x86</) fam = "attend_x86"
+    else if (name ~ /<void colibri::\(anonymous namespace\)::attend_lanes_512</) fam = "attend_lanes_512"
     else if (name ~ /Q6_KKernel::tile</) fam = "q6_K tile"
     close_fn()
     if (fam != "") { seen[fam]++; cur = fam; fn = name; here = 0 } else cur = ""
@@ -40,6 +41,6 @@ lib=$1
       n++
       printf "%s: %d functions, %d prefetch instructions\n", f, seen[f], with[f] + 0
     }
-    if (n < 8) { printf "found %d of the 8 kernel families: names changed?\n", n; bad = 1 }
+    if (n < 9) { printf "found %d of the 9 kernel families: names changed?\n", n; bad = 1 }
     exit bad
   }'

@@ -664,6 +664,268 @@ struct GroupKernel512 {
   }
 };
 
+// e^x for x <= 0 on 16 lanes: exp_nonpositive's steps (x86_common.h), lane for lane.
+inline __m512 exp_nonpositive_16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+// The first n elements of a cached row as floats (exact: kv_row.h).
+template <typename KV>
+inline void row_to_f32(const KV* row, int n, float* dst) {
+  int i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 lo, hi;
+    load32(row, i, lo, hi);
+    _mm512_store_ps(dst + i, lo);
+    _mm512_store_ps(dst + i + 16, hi);
+  }
+  for (; i + 16 <= n; i += 16) _mm512_store_ps(dst + i, load16(row, i));
+  for (; i < n; ++i) dst[i] = kv_value(row, i);
+}
+
+// The largest head attend_lanes_512 takes (MLA's absorbed 576).
+constexpr int kLaneMaxDim = 576;
+// A block of 8 keys as floats, rows kLaneMaxDim apart.
+constexpr int kLaneKeyRows = 8;
+
+// s[r] lanes = scale * sum over i of k[r][i] * qt[i] lanes, R keys (rows `ld`
+// apart), each lane a query: every product a broadcast of one key element
+// times the 16 queries' element, in element order.
+template <int R>
+[[gnu::always_inline]] inline void lane_dots(const float* qt, int head_dim, const float* k,
+                                             size_t ld, float scale, float* s, int s_step,
+                                             __mmask16 lanes) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  auto step = [&](int i) [[gnu::always_inline]] {
+    const __m512 qv = _mm512_load_ps(qt + 16 * i);
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(k[r * ld + i]), qv, acc[r]);
+  };
+  int i = 0;
+  for (; i + 4 <= head_dim; i += 4) {
+    step(i);
+    step(i + 1);
+    step(i + 2);
+    step(i + 3);
+  }
+  for (; i < head_dim; ++i) step(i);
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int r = 0; r < R; ++r)
+    _mm512_mask_storeu_ps(s + r * s_step, lanes, _mm512_mul_ps(acc[r], sc));
+}
+
+// out[g][i0, i0 + 16A) = inv[g] * sum over p < P of w[p][g] * v[p][i0, ..), for
+// N queries from g0 (w: rows of `w_step` weights, one a query).
+template <int N, int A, typename KV>
+[[gnu::always_inline]] inline void lane_values(const float* w, int w_step, int g0, const KV* v,
+                                               size_t v_stride, int64_t P, int i0, const float* inv,
+                                               float* out, size_t out_stride) {
+  __m512 o[N][A];
+  for (int g = 0; g < N; ++g)
+    for (int a = 0; a < A; ++a) o[g][a] = _mm512_setzero_ps();
+  const size_t row_bytes = kv_row_bytes<KV>(16 * A);
+  auto step = [&](int64_t p) [[gnu::always_inline]] {
+    const KV* vp = v + p * v_stride;
+    const float* wp = w + p * w_step + g0;
+    __m512 x0, x1;
+    if constexpr (A == 2)
+      load32(vp, i0, x0, x1);
+    else
+      x0 = load16(vp, i0);
+    for (int g = 0; g < N; ++g) {
+      const __m512 a = _mm512_set1_ps(wp[g]);
+      o[g][0] = _mm512_fmadd_ps(a, x0, o[g][0]);
+      if constexpr (A == 2) o[g][1] = _mm512_fmadd_ps(a, x1, o[g][1]);
+    }
+  };
+  // Rows prefetched as prefetch_row does (16 ahead into L1, 64 into L2),
+  // in three loops so that none branches on it.
+  auto ahead = [&](int64_t p, int64_t rows, int hint) [[gnu::always_inline]] {
+    const char* r = kv_addr(v + (p + rows) * v_stride, i0);
+    for (size_t c = 0; c < row_bytes; c += 64)
+      hint ? _mm_prefetch(r + c, _MM_HINT_T0) : _mm_prefetch(r + c, _MM_HINT_T1);
+  };
+  int64_t p = 0;
+  for (; p + kRowsFarAhead < P; ++p) {
+    ahead(p, kRowsAhead, 1);
+    ahead(p, kRowsFarAhead, 0);
+    step(p);
+  }
+  for (; p + kRowsAhead < P; ++p) {
+    ahead(p, kRowsAhead, 1);
+    step(p);
+  }
+  for (; p < P; ++p) step(p);
+  for (int g = 0; g < N; ++g) {
+    const __m512 iv = _mm512_set1_ps(inv[g0 + g]);
+    for (int j = 0; j < A; ++j)
+      _mm512_storeu_ps(out + (g0 + g) * out_stride + i0 + 16 * j, _mm512_mul_ps(o[g][j], iv));
+  }
+}
+
+// Up to 16 queries of one sequence, one a lane: a prompt's block of
+// consecutive tokens on one head, or a decode step's heads that share a KV
+// head. attend_group_512 keeps head dims in its lanes, so each score ends in
+// a horizontal sum (fold, hadd, a scalar store); here the lanes are the
+// queries: the keys' elements are broadcast against the transposed queries,
+// 8 keys at a time, the softmax runs lane-wise down the positions, and the
+// weighted sum of V takes 8 queries and 32 dims a step. No horizontal sum is
+// left. Each query's result is computed in its own lane in the same order
+// whatever the other lanes hold. scores: n_q x P floats.
+template <typename KV>
+void attend_lanes_512(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
+                      size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
+                      float scale, float* scores, float* out, size_t out_stride, float sink) {
+  alignas(64) float qt[kLaneMaxDim * 16];
+  alignas(64) float kf[kLaneKeyRows * kLaneMaxDim];
+  const __mmask16 lanes = static_cast<__mmask16>((1u << n_q) - 1);
+  const __m512i npos = _mm512_maskz_loadu_epi32(lanes, n_pos);
+  const int64_t P = _mm512_reduce_max_epi32(npos);
+  // The queries transposed: qt[i] lanes are element i of each query (0 past n_q).
+  const __m512i rows =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(q_stride)));
+  for (int i = 0; i < head_dim; ++i)
+    _mm512_store_ps(qt + 16 * i,
+                    _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, rows, q + i, 4));
+
+  // Scores, 8 keys at a time (then 4, 2, 1), each key row made floats once
+  // (the dots alone, one thread, in cache: 90-94 GFMA/s with 8 keys a step,
+  // 72-78 with 16).
+  const int s_step = n_q;
+  for (int64_t p0 = 0; p0 < P;) {
+    const int64_t left = P - p0;
+    const int R = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    const float* kr;
+    size_t ld;
+    if constexpr (std::is_same_v<KV, float>) {
+      kr = k + p0 * k_stride;
+      ld = k_stride;
+      for (int r = 0; r < R; ++r) prefetch_row(kr + r * k_stride, k_stride, head_dim, p0 + r, P);
+    } else {
+      ld = kLaneMaxDim;
+      for (int r = 0; r < R; ++r) {
+        const KV* row = k + (p0 + r) * k_stride;
+        prefetch_row(row, k_stride, head_dim, p0 + r, P);
+        row_to_f32(row, head_dim, kf + r * ld);
+      }
+      kr = kf;
+    }
+    float* s = scores + p0 * s_step;
+    switch (R) {
+      case 8:
+        lane_dots<8>(qt, head_dim, kr, ld, scale, s, s_step, lanes);
+        break;
+      case 4:
+        lane_dots<4>(qt, head_dim, kr, ld, scale, s, s_step, lanes);
+        break;
+      case 2:
+        lane_dots<2>(qt, head_dim, kr, ld, scale, s, s_step, lanes);
+        break;
+      default:
+        lane_dots<1>(qt, head_dim, kr, ld, scale, s, s_step, lanes);
+    }
+    p0 += R;
+  }
+
+  // Softmax down each lane: the largest visible score (and the sink), then
+  // e^(s - max) where the query sees the position and 0 where it does not.
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t p = 0; p < P; ++p) {
+    const __mmask16 seen =
+        _mm512_mask_cmpgt_epi32_mask(lanes, npos, _mm512_set1_epi32(static_cast<int>(p)));
+    mx = _mm512_mask_max_ps(mx, seen, mx, _mm512_maskz_loadu_ps(lanes, scores + p * s_step));
+  }
+  mx = _mm512_max_ps(mx, _mm512_set1_ps(sink));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t p = 0; p < P; ++p) {
+    const __mmask16 seen =
+        _mm512_mask_cmpgt_epi32_mask(lanes, npos, _mm512_set1_epi32(static_cast<int>(p)));
+    const __m512 e = _mm512_maskz_mov_ps(
+        seen,
+        exp_nonpositive_16(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, scores + p * s_step), mx)));
+    _mm512_mask_storeu_ps(scores + p * s_step, lanes, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  alignas(64) float inv[16];
+  {
+    alignas(64) float m[16], s[16];
+    _mm512_store_ps(m, mx);
+    _mm512_store_ps(s, sum);
+    for (int g = 0; g < n_q; ++g) inv[g] = 1.0f / (s[g] + std::exp(sink - m[g]));
+  }
+
+  // The weighted sums: 8 queries (then 4, 2, 1) by 32 dims (then 16, then one).
+  for (int g0 = 0; g0 < n_q;) {
+    const int left = n_q - g0;
+    const int N = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    auto values = [&]<int A>(int i0) {
+      switch (N) {
+        case 8:
+          lane_values<8, A>(scores, s_step, g0, v, v_stride, P, i0, inv, out, out_stride);
+          break;
+        case 4:
+          lane_values<4, A>(scores, s_step, g0, v, v_stride, P, i0, inv, out, out_stride);
+          break;
+        case 2:
+          lane_values<2, A>(scores, s_step, g0, v, v_stride, P, i0, inv, out, out_stride);
+          break;
+        default:
+          lane_values<1, A>(scores, s_step, g0, v, v_stride, P, i0, inv, out, out_stride);
+      }
+    };
+    int i0 = 0;
+    for (; i0 + 32 <= head_dim_v; i0 += 32) values.template operator()<2>(i0);
+    for (; i0 + 16 <= head_dim_v; i0 += 16) values.template operator()<1>(i0);
+    for (; i0 < head_dim_v; ++i0)
+      for (int g = g0; g < g0 + N; ++g) {
+        float o = 0;
+        for (int64_t p = 0; p < P; ++p)
+          o = std::fma(scores[p * s_step + g], kv_value(v + p * v_stride, i0), o);
+        out[g * out_stride + i0] = o * inv[g];
+      }
+    g0 += N;
+  }
+}
+
+// The fewest queries the lanes kernel takes; fewer go to attend_group_512,
+// whose work grows with the queries where this one's does not (one head, 1024
+// F16 positions, one thread: 8 queries at a time 46.9 GFMA/s in groups against
+// 34.3 here, 12 even, 16 here 79).
+constexpr int kLaneMinQueries = 12;
+
+// attend_batch at 16 lanes: blocks of kLaneMinQueries to 16 queries through
+// attend_lanes_512, the rest through attend_batch_x86's group kernels.
+template <typename KV>
+void attend_batch_512(const float* q, size_t q_stride, int n_q, const int32_t* n_pos, const KV* k,
+                      size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
+                      float scale, float* scores, float* out, size_t out_stride, float sink) {
+  int i = 0;
+  if (head_dim <= kLaneMaxDim)
+    for (; n_q - i >= kLaneMinQueries; i += 16)
+      attend_lanes_512(q + i * q_stride, q_stride, std::min(16, n_q - i), n_pos + i, k, k_stride, v,
+                       v_stride, head_dim, head_dim_v, scale, scores, out + i * out_stride,
+                       out_stride, sink);
+  if (i < n_q)
+    attend_batch_x86<KV, &attend_512<KV>, GroupKernel512>(
+        q + i * q_stride, q_stride, n_q - i, n_pos + i, k, k_stride, v, v_stride, head_dim,
+        head_dim_v, scale, scores, out + i * out_stride, out_stride, sink);
+}
+
 // Four 512-bit sums, 256 bytes (four cache lines) a step.
 uint64_t read_sum_512(const void* p, size_t bytes) {
   const auto* v = static_cast<const __m512i*>(p);
@@ -729,12 +991,12 @@ void add_avx512_kernels(KernelTable& t) {
   add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
   t.attend = attend_512<float>;
   t.attend_f16 = attend_512<uint16_t>;
-  t.attend_batch = attend_batch_x86<float, &attend_512<float>, GroupKernel512>;
-  t.attend_batch_f16 = attend_batch_x86<uint16_t, &attend_512<uint16_t>, GroupKernel512>;
+  t.attend_batch = attend_batch_512<float>;
+  t.attend_batch_f16 = attend_batch_512<uint16_t>;
   t.attend_q8_0 = attend_512<block_q8_0>;
-  t.attend_batch_q8_0 = attend_batch_x86<block_q8_0, &attend_512<block_q8_0>, GroupKernel512>;
+  t.attend_batch_q8_0 = attend_batch_512<block_q8_0>;
   t.attend_q4_0 = attend_512<block_q4_0>;
-  t.attend_batch_q4_0 = attend_batch_x86<block_q4_0, &attend_512<block_q4_0>, GroupKernel512>;
+  t.attend_batch_q4_0 = attend_batch_512<block_q4_0>;
   add_avx512_packed_kernels(t);
 }
 

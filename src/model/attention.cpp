@@ -121,9 +121,14 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
 
   // A sequence's lone token in this batch (a decode step): its heads that
   // share a KV head are the queries read together (a group of up to
-  // kAttentionQueryBlock), so each cached row is read once per group instead
-  // of once per head (MLA: once for every 16 heads). Decided per token, so a
-  // sequence's result never depends on the other sequences in the batch.
+  // kAttentionQueryBlock), so each cached row is read once per kernel call
+  // instead of once per head (on AVX-512, 16 heads a call up to 256 dims, 8
+  // above: MLA's 576). Decided per token, so a sequence's result never
+  // depends on the other sequences in the batch.
+  // A KV head with fewer than two full groups takes groups of half that, so
+  // a lone token's attention is still two items at least (MLA's 16 heads on
+  // DeepSeek-V2-Lite: two of 8, not one of 16 on one thread); the choice
+  // depends on the shape alone, never on the threads.
   const bool by_heads = group > 1 && !sinks;
   int n_alone = 0;
   for (int t = 0; t < n; ++t) {
@@ -134,15 +139,17 @@ void Transformer::attend_heads(int l, std::span<const BatchToken> batch, const K
   }
   if (n_alone > 0) {
     pool_.name_next("attention");
-    const int chunks = (group + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
+    const int per_item =
+        group >= 2 * kAttentionQueryBlock ? kAttentionQueryBlock : kAttentionQueryBlock / 2;
+    const int chunks = (group + per_item - 1) / per_item;
     const int64_t items = static_cast<int64_t>(n_alone) * cfg_.n_head_kv * chunks;
     pool_.parallel_for(items, grain_all < 0 ? items : 1, [&](int64_t i0, int64_t i1, int th) {
       float* scores = scores_.data() + static_cast<size_t>(th) * kAttentionQueryBlock * n_ctx_;
       for (int64_t item = i0; item < i1; ++item) {
         const int t = alone_list_[item / (cfg_.n_head_kv * chunks)];
         const int rest = static_cast<int>(item % (cfg_.n_head_kv * chunks));
-        const int kvh = rest / chunks, h0 = kvh * group + (rest % chunks) * kAttentionQueryBlock;
-        const int m = std::min(kAttentionQueryBlock, (kvh + 1) * group - h0);
+        const int kvh = rest / chunks, h0 = kvh * group + (rest % chunks) * per_item;
+        const int m = std::min(per_item, (kvh + 1) * group - h0);
         const int p0 = first_pos(t);
         int32_t n_pos[kAttentionQueryBlock];
         std::fill(n_pos, n_pos + m, batch[t].pos + 1 - p0);

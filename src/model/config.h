@@ -13,8 +13,8 @@ class GgufFile;
 // The forward pass's attention takes a batch's tokens this many at a time
 // per head (each cached key and value row is read once for all of them), and
 // each thread keeps scores for that many queries over the whole context.
-// 16: one query a lane of the AVX-512 kernel (kernels/x86/avx512.cpp's
-// attend_lanes_512).
+// 16: one query a lane of the AVX-512 kernel for heads of up to 256 dims
+// (kernels/x86/avx512.cpp's attend_lanes_512).
 constexpr int kAttentionQueryBlock = 16;
 
 struct ModelConfig {

@@ -697,10 +697,14 @@ inline void row_to_f32(const KV* row, int n, float* dst) {
   for (; i < n; ++i) dst[i] = kv_value(row, i);
 }
 
-// The largest head attend_lanes_512 takes (MLA's absorbed 576).
-constexpr int kLaneMaxDim = 576;
-// A block of 8 keys as floats, rows kLaneMaxDim apart.
+// The largest head attend_lanes_512 takes. MLA's absorbed heads (576) stay
+// with the group kernels: their transposed queries alone (36 KiB) and a block
+// of keys leave no room in L1, and DeepSeek-V2-Lite's prompt attention ran
+// 11-18% slower in the lanes kernel than in groups.
+constexpr int kLaneMaxDim = 256;
+// A block of 8 keys as floats, rows kLaneKeyStride floats apart.
 constexpr int kLaneKeyRows = 8;
+constexpr int kLaneKeyStride = 576;
 
 // s[r] lanes = scale * sum over i of k[r][i] * qt[i] lanes, R keys (rows `ld`
 // apart), each lane a query: every product a broadcast of one key element
@@ -791,7 +795,7 @@ void attend_lanes_512(const float* q, size_t q_stride, int n_q, const int32_t* n
                       size_t k_stride, const KV* v, size_t v_stride, int head_dim, int head_dim_v,
                       float scale, float* scores, float* out, size_t out_stride, float sink) {
   alignas(64) float qt[kLaneMaxDim * 16];
-  alignas(64) float kf[kLaneKeyRows * kLaneMaxDim];
+  alignas(64) float kf[kLaneKeyRows * kLaneKeyStride];
   const __mmask16 lanes = static_cast<__mmask16>((1u << n_q) - 1);
   const __m512i npos = _mm512_maskz_loadu_epi32(lanes, n_pos);
   const int64_t P = _mm512_reduce_max_epi32(npos);
@@ -817,7 +821,7 @@ void attend_lanes_512(const float* q, size_t q_stride, int n_q, const int32_t* n
       ld = k_stride;
       for (int r = 0; r < R; ++r) prefetch_row(kr + r * k_stride, k_stride, head_dim, p0 + r, P);
     } else {
-      ld = kLaneMaxDim;
+      ld = kLaneKeyStride;
       for (int r = 0; r < R; ++r) {
         const KV* row = k + (p0 + r) * k_stride;
         prefetch_row(row, k_stride, head_dim, p0 + r, P);

@@ -52,7 +52,7 @@ TEST(SiluMul, EveryIsaMatchesF64Oracle) {
     if (!isa_supported(isa)) continue;
     const SiluMulFn f = kernel_table(isa).silu_mul;
     ASSERT_NE(f, nullptr) << isa_name(isa);
-    for (int64_t n : {1, 7, 8, 9, 31, 64, 1000}) {
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 64, 1000}) {
       std::vector<float> g(n), u(n);
       for (int64_t i = 0; i < n; ++i) {
         g[i] = normal(rng) * (i % 3 == 0 ? 10.0f : 1.0f);
@@ -82,7 +82,7 @@ TEST(SwigluClamped, EveryIsaMatchesF64Oracle) {
     if (!isa_supported(isa)) continue;
     const SwigluFn f = kernel_table(isa).swiglu_clamped;
     ASSERT_NE(f, nullptr) << isa_name(isa);
-    for (int64_t n : {1, 7, 8, 9, 31, 64, 2880}) {
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 64, 2880}) {
       std::vector<float> g(n), u(n);
       for (int64_t i = 0; i < n; ++i) {
         g[i] = normal(rng) * (i % 3 == 0 ? 10.0f : 2.0f);

@@ -683,6 +683,43 @@ inline __m512 exp_nonpositive_16(__m512 x) {
   return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
 }
 
+// times_sigmoid_8, silu_mul_8 and swiglu_clamped_8 (x86_common.h) on 16
+// lanes, lane for lane the same steps: the sign bit of a picks z / (1 + z),
+// and a below -87 (not NaN) gives 0.
+inline __m512 times_sigmoid_16(__m512 x, __m512 a) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 z = exp_nonpositive_16(_mm512_or_ps(a, _mm512_set1_ps(-0.0f)));  // e^-|a|
+  const __m512 r = _mm512_div_ps(one, _mm512_add_ps(one, z));
+  __m512 s = _mm512_mask_mul_ps(r, _mm512_movepi32_mask(_mm512_castps_si512(a)), z, r);
+  s = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ), s);
+  return _mm512_mul_ps(x, s);
+}
+inline __m512 silu_mul_16(__m512 x, __m512 u) { return _mm512_mul_ps(times_sigmoid_16(x, x), u); }
+inline __m512 swiglu_clamped_16(__m512 g, __m512 u) {
+  const __m512 limit = _mm512_set1_ps(7.0f);
+  const __m512 x = _mm512_min_ps(limit, g);
+  const __m512 v = _mm512_max_ps(_mm512_set1_ps(-7.0f), _mm512_min_ps(limit, u));
+  return _mm512_mul_ps(times_sigmoid_16(x, _mm512_mul_ps(_mm512_set1_ps(1.702f), x)),
+                       _mm512_add_ps(v, _mm512_set1_ps(1.0f)));
+}
+
+// y = f(g, u) sixteen elements at a time, the last partial vector masked
+// (its missing lanes zeros, as map8 pads them).
+template <__m512 (*f)(__m512, __m512)>
+void map16(const float* g, const float* u, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
+  }
+}
+
+void silu_mul_512(const float* g, const float* u, float* y, int64_t n) { map16<silu_mul_16>(g, u, y, n); }
+void swiglu_clamped_512(const float* g, const float* u, float* y, int64_t n) {
+  map16<swiglu_clamped_16>(g, u, y, n);
+}
+
 // The first n elements of a cached row as floats (exact: kv_row.h).
 template <typename KV>
 inline void row_to_f32(const KV* row, int n, float* dst) {
@@ -993,6 +1030,8 @@ void add_avx512_kernels(KernelTable& t) {
   t.tile[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
   add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
+  t.silu_mul = silu_mul_512;
+  t.swiglu_clamped = swiglu_clamped_512;
   t.attend = attend_512<float>;
   t.attend_f16 = attend_512<uint16_t>;
   t.attend_batch = attend_batch_512<float>;

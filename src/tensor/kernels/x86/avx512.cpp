@@ -683,6 +683,35 @@ inline __m512 exp_nonpositive_16(__m512 x) {
   return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
 }
 
+// round_half_away (x86_common.h) on 16 lanes: roundf's ties away from zero.
+inline __m512 round_half_away_16(__m512 v) {
+  const __m512 rne = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 half = _mm512_or_ps(_mm512_set1_ps(0.5f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
+  const __mmask16 tie_toward_zero = _mm512_cmp_ps_mask(_mm512_sub_ps(v, rne), half, _CMP_EQ_OQ);
+  return _mm512_mask_add_ps(rne, tie_toward_zero, v, half);
+}
+
+// quantize_q8_0 (x86_common.h) a block as two vectors: the same scale (a max
+// is exact in any order) and the same bytes (vpmovsdb saturates to int8 as
+// the two packs do).
+void quantize_q8_0_512(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q8_0*>(dst);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    const __m512 a = _mm512_loadu_ps(src), b = _mm512_loadu_ps(src + 16);
+    const float d =
+        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b))) /
+        127;
+    y[i].d = f2h(d);
+    const __m512 mul = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    auto bytes = [&](__m512 x) {
+      return _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(round_half_away_16(_mm512_mul_ps(x, mul))));
+    };
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs), bytes(a));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + 16), bytes(b));
+  }
+}
+
 // times_sigmoid_8, silu_mul_8 and swiglu_clamped_8 (x86_common.h) on 16
 // lanes, lane for lane the same steps: the sign bit of a picks z / (1 + z),
 // and a below -87 (not NaN) gives 0.
@@ -1030,6 +1059,7 @@ void add_avx512_kernels(KernelTable& t) {
   t.tile[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
   add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
+  t.quantize[slot(DType::Q8_0)] = quantize_q8_0_512;
   t.silu_mul = silu_mul_512;
   t.swiglu_clamped = swiglu_clamped_512;
   t.attend = attend_512<float>;

@@ -101,16 +101,7 @@ Transformer::Transformer(const ModelConfig& cfg, const ModelWeights& w, ExpertSt
 }
 
 void Transformer::rms_norm(const float* x, const float* weight, int dim, float* out) const {
-  // Eight partial sums in double: a norm sits between two parallel jobs on
-  // one thread, and a single chain of dependent adds took 4 cycles an element.
-  double part[8] = {};
-  const int i8 = dim & ~7;
-  for (int i = 0; i < i8; i += 8)
-    for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(x[i + j]) * x[i + j];
-  double sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-  for (int i = i8; i < dim; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / dim) + cfg_.rms_eps);
-  for (int i = 0; i < dim; ++i) out[i] = x[i] * scale * weight[i];
+  colibri::rms_norm(x, weight, dim, cfg_.rms_eps, out);
 }
 
 void Transformer::add_and_norm(bool add, const TensorView* norm, int n) {

@@ -220,6 +220,10 @@ void swiglu_clamped(const float* g, const float* u, float* y, int64_t n) {
   active_kernel_table().swiglu_clamped(g, u, y, n);
 }
 
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  active_kernel_table().rms_norm(x, w, n, eps, out);
+}
+
 namespace {
 // The active table's two attention entries for a cache of row unit KV.
 template <typename KV>

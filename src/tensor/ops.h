@@ -99,6 +99,10 @@ uint64_t int8_peak(int64_t rounds, int32_t* sink);
 // y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1).
 void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
 
+// RMS norm of one row, out[i] = x[i] / rms(x) * w[i] (kernel_table.h's
+// RmsNormFn: the same bits on every ISA); out may be x.
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
+
 // Dequantizes n elements of type t (n a multiple of its block size).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 

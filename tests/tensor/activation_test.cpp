@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -119,6 +120,51 @@ TEST(ReadSum, EveryIsaMatchesAPlainSum) {
         for (size_t i = 0; i < bytes / 8; ++i) want += words[start + i];
         EXPECT_EQ(f(words.data() + start, bytes), want) << isa_name(isa) << " " << bytes << " bytes";
       }
+  }
+}
+
+}  // namespace
+}  // namespace colibri
+
+namespace colibri {
+namespace {
+
+// rms_norm: the reference within a few ulp of a float64 oracle, and every
+// ISA the reference's bits (RmsNormFn), on lengths around the 8- and 16-wide
+// steps, large and tiny values, and in place.
+TEST(RmsNorm, EveryIsaGivesTheReferenceBits) {
+  std::mt19937 rng(47);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const RmsNormFn ref = ref_kernel_table().rms_norm;
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 64, 100, 2048, 4099}) {
+    for (float mag : {1.0f, 1e-20f, 3e15f}) {
+      std::vector<float> x(n), w(n), want(n);
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = normal(rng) * mag * (i % 5 == 0 ? 30.0f : 1.0f);
+        w[i] = 1.0f + 0.1f * normal(rng);
+      }
+      const float eps = 1e-6f;
+      ref(x.data(), w.data(), n, eps, want.data());
+      double ss = 0;
+      for (float v : x) ss += static_cast<double>(v) * v;
+      const double s = 1.0 / std::sqrt(ss / n + eps);
+      for (int64_t i = 0; i < n; ++i) {
+        const double o = x[i] * s * w[i];
+        ASSERT_NEAR(want[i], o, 1e-6 * std::fabs(o) + 1e-30) << "reference n=" << n << " i=" << i;
+      }
+      for (Isa isa : kAllIsas) {
+        if (!isa_supported(isa)) continue;
+        const RmsNormFn f = kernel_table(isa).rms_norm;
+        ASSERT_NE(f, nullptr) << isa_name(isa);
+        std::vector<float> got(n), in_place = x;
+        f(x.data(), w.data(), n, eps, got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0)
+            << isa_name(isa) << " n=" << n;
+        f(in_place.data(), w.data(), n, eps, in_place.data());
+        ASSERT_EQ(std::memcmp(in_place.data(), want.data(), n * sizeof(float)), 0)
+            << isa_name(isa) << " in place, n=" << n;
+      }
+    }
   }
 }
 

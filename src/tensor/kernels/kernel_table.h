@@ -82,6 +82,13 @@ using SiluMulFn = void (*)(const float* g, const float* u, float* y, int64_t n);
 // with x = min(g[i], 7), under SiluMulFn's rules (y may be g or u; each y[i]
 // depends on g[i] and u[i] alone).
 using SwigluFn = SiluMulFn;
+// RMS norm of one row: out[i] = x[i] * s * w[i] (two float products, in that
+// order), s = 1 / sqrt(float(sumsq / n) + eps), sumsq in double as eight
+// partial sums (element i into i mod 8, whole groups of 8), combined ((0 + 1)
+// + (2 + 3)) + ((4 + 5) + (6 + 7)), then the tail's squares in order (a
+// float's square is exact in double, so fused or not is the same). Every ISA
+// gives these bits. out may be x.
+using RmsNormFn = void (*)(const float* x, const float* w, int64_t n, float eps, float* out);
 // The 64-bit words of [p, p + bytes) summed (wrapping), bytes a multiple of
 // 256: the fastest way the ISA reads memory (the widest loads, independent
 // sums, no stores). The bandwidth probe that percentages of the roofline
@@ -135,6 +142,7 @@ struct KernelTable {
   AttendBatchKvFn<block_q4_0> attend_batch_q4_0 = nullptr;
   SiluMulFn silu_mul = nullptr;
   SwigluFn swiglu_clamped = nullptr;
+  RmsNormFn rms_norm = nullptr;
   ReadSumFn read_sum = nullptr;
   Int8PeakFn int8_peak = nullptr;
 };

@@ -90,6 +90,8 @@ void packed_mxfp4(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
 // GPT-OSS's SwiGLU: x = min(g, 7), y = x * sigmoid(1.702 x) * (clamp(u, -7, 7) + 1).
 void swiglu_clamped(const float* g, const float* u, float* y, int64_t n);
+// kernel_table.h's RmsNormFn.
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 uint64_t read_sum(const void* p, size_t bytes);
 uint64_t int8_peak(int64_t rounds, int32_t* sink);
 

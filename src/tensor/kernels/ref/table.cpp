@@ -82,6 +82,7 @@ struct Tables {
     ref.attend_batch_q4_0 = ref::attend_batch<block_q4_0>;
     ref.silu_mul = ref::silu_mul;
     ref.swiglu_clamped = ref::swiglu_clamped;
+    ref.rms_norm = ref::rms_norm;
     ref.read_sum = ref::read_sum;
     ref.int8_peak = ref::int8_peak;
   }

@@ -683,6 +683,29 @@ inline __m512 exp_nonpositive_16(__m512 x) {
   return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
 }
 
+// The reference's rms_norm (kernels/ref, RmsNormFn) with its eight partial
+// sums as the eight double lanes: the same bits.
+void rms_norm_512(const float* x, const float* w, int64_t n, float eps, float* out) {
+  __m512d acc = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+    acc = _mm512_add_pd(acc, _mm512_mul_pd(v, v));
+  }
+  alignas(64) double part[8];
+  _mm512_store_pd(part, acc);
+  double sum =
+      ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(n)) + eps);
+  const __m512 sv = _mm512_set1_ps(scale);
+  i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(
+        out + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), sv), _mm512_loadu_ps(w + i)));
+  for (; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
 // round_half_away (x86_common.h) on 16 lanes: roundf's ties away from zero.
 inline __m512 round_half_away_16(__m512 v) {
   const __m512 rne = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -1060,6 +1083,7 @@ void add_avx512_kernels(KernelTable& t) {
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
   add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0_512;
+  t.rms_norm = rms_norm_512;
   t.silu_mul = silu_mul_512;
   t.swiglu_clamped = swiglu_clamped_512;
   t.attend = attend_512<float>;

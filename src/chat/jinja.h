@@ -32,6 +32,7 @@ class Template {
 
  private:
   Body body_;
+  int64_t max_steps_;
 };
 
 }  // namespace colibri::jinja

@@ -13,6 +13,17 @@
 
 namespace colibri::jinja {
 
+// A template is untrusted input: it comes with the model file. Besides
+// runaway recursion (the evaluator's call depth), what a render may build is
+// bounded, far above what chat templates build (a prompt that fills a
+// context of a million tokens is about 4 MiB of text): a string, the output
+// included, of at most kMaxStringBytes; a list built by + or * of at most
+// kMaxListItems items (range() has the same limit).
+inline constexpr size_t kMaxStringBytes = size_t{16} << 20;
+inline constexpr size_t kMaxListItems = 1000000;
+// Throws unless a string of `bytes` may be built (`what` names the operation).
+void check_string_bytes(size_t bytes, const char* what);
+
 // Binds Python-style arguments to parameter names, in order: returns one
 // value per name (undefined where not given). Throws on an unknown keyword,
 // a missing required one (the first `n_required`), or too many positionals.

@@ -21,7 +21,8 @@ class LocatedError : public Error {
 };
 
 // A template is untrusted input: a runaway recursion must end in an error,
-// not a stack overflow.
+// not a stack overflow, and a render that would run for minutes (nested
+// loops over range(), say) in an error too (Options::max_steps).
 constexpr int kMaxCallDepth = 200;
 
 struct Scope {
@@ -65,8 +66,15 @@ int64_t checked_op(char op, int64_t x, int64_t y) {
 }
 
 Value repeat(const Value& seq, int64_t n) {
+  const size_t unit = seq.is_string() ? seq.as_string().size() : seq.list().size();
+  if (n <= 0 || unit == 0) return seq.is_string() ? Value("") : Value(List{});
+  const size_t limit = seq.is_string() ? kMaxStringBytes : kMaxListItems;
+  CLB_CHECK(static_cast<uint64_t>(n) <= limit / unit,
+            "repeating a %s of %zu %s %lld times is over the limit of %zu", seq.type_name(), unit,
+            seq.is_string() ? "bytes" : "items", static_cast<long long>(n), limit);
   if (seq.is_string()) {
     std::string out;
+    out.reserve(unit * static_cast<size_t>(n));
     for (int64_t i = 0; i < n; i++) out += seq.as_string();
     return Value(out);
   }
@@ -102,16 +110,26 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       return Value(op == "//" ? q : fx - q * fy);
     }
     if (op == "**") {
-      if (ints && y >= 0) {
+      if (ints && y >= 0) {  // by squaring: 1 ** 10**18 takes 60 steps, not 10**18
         int64_t r2 = 1;
-        for (int64_t i = 0; i < y; i++) r2 = checked_op('*', r2, x);
+        for (int64_t base = x, e = y; e > 0;) {
+          if (e & 1) r2 = checked_op('*', r2, base);
+          e >>= 1;
+          if (e > 0) base = checked_op('*', base, base);
+        }
         return Value(r2);
       }
       return Value(std::pow(fx, fy));
     }
   }
-  if (op == "+" && a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+  if (op == "+" && a.is_string() && b.is_string()) {
+    check_string_bytes(a.as_string().size() + b.as_string().size(), "+");
+    return Value(a.as_string() + b.as_string());
+  }
   if (op == "+" && a.is_list() && b.is_list()) {
+    CLB_CHECK(a.list().size() + b.list().size() <= kMaxListItems,
+              "+ would build a list of %zu items, over the limit of %zu",
+              a.list().size() + b.list().size(), kMaxListItems);
     List out = a.list();
     out.insert(out.end(), b.list().begin(), b.list().end());
     return Value(std::move(out));
@@ -125,7 +143,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
 
 class Renderer {
  public:
-  explicit Renderer(const Value& vars) {
+  Renderer(const Value& vars, int64_t max_steps) : max_steps_(max_steps) {
     CLB_CHECK(vars.is_dict(), "template variables must be a dict, got %s", vars.type_name());
     for (const auto& [k, v] : vars.dict_ref().entries) root_.set(k, v);
   }
@@ -141,13 +159,35 @@ class Renderer {
     return Flow::Normal;
   }
 
+  // One step of the render's budget (Options::max_steps), at node n.
+  void step(const Node& n) {
+    if (++steps_ <= max_steps_) return;
+    throw LocatedError(strprintf(
+        "chat template line %d column %d: the render ran over %lld steps (statements, loop "
+        "iterations and macro calls)",
+        n.pos.line, n.pos.col, static_cast<long long>(max_steps_)));
+  }
+
+  // out += s at node n, within the limit on a string's size.
+  static void append(const Node& n, std::string& out, const std::string& s) {
+    if (out.size() + s.size() <= kMaxStringBytes) {
+      out += s;
+      return;
+    }
+    throw LocatedError(
+        strprintf("chat template line %d column %d: the output would grow to %zu bytes, over the "
+                  "limit of %zu",
+                  n.pos.line, n.pos.col, out.size() + s.size(), kMaxStringBytes));
+  }
+
   Flow exec_node(const Node& n, Scope& scope, std::string& out) {
+    step(n);
     switch (n.kind) {
       case Node::Kind::Text:
-        out += n.text;
+        append(n, out, n.text);
         return Flow::Normal;
       case Node::Kind::Output:
-        out += to_str(eval(*n.expr, scope));
+        append(n, out, to_str(eval(*n.expr, scope)));
         return Flow::Normal;
       case Node::Kind::If:
         for (const auto& [cond, body] : n.branches)
@@ -171,13 +211,13 @@ class Renderer {
       case Node::Kind::CallBlock: {
         Scope* call_scope = &scope;
         Value caller = make_macro(n, call_scope);
-        out += to_str(eval_call(*n.expr, scope, &caller));
+        append(n, out, to_str(eval_call(*n.expr, scope, &caller)));
         return Flow::Normal;
       }
       case Node::Kind::FilterBlock: {
         std::string captured;
         exec(n.body, scope, captured);
-        out += to_str(filtered(*n.filter, scope, Value(captured)));
+        append(n, out, to_str(filtered(*n.filter, scope, Value(captured))));
         return Flow::Normal;
       }
       case Node::Kind::Scope:
@@ -195,6 +235,7 @@ class Renderer {
     List items;
     if (n.filter) {
       for (Value& item : all) {
+        step(n);
         Scope probe{&scope, {}};
         bind_targets(n, item, probe);
         if (eval(*n.filter, probe).truthy()) items.push_back(std::move(item));
@@ -209,6 +250,7 @@ class Renderer {
     }
     int64_t len = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < len; i++) {
+      step(n);
       Scope inner{&scope, {}};
       Value loop = Value::dict();
       Dict& d = loop.dict_ref();
@@ -271,6 +313,7 @@ class Renderer {
     std::string name = call_scope ? "caller" : n.text;
     return Value::function(name, [this, &n, parent, name](Args& args) {
       CLB_CHECK(depth_ < kMaxCallDepth, "macro calls nested deeper than %d", kMaxCallDepth);
+      step(n);
       CLB_CHECK(args.positional.size() <= n.params.size(),
                 "macro '%s' takes not more than %zu argument(s)", name.c_str(), n.params.size());
       Scope scope{parent, {}};
@@ -427,7 +470,11 @@ class Renderer {
     if (op == "and") return a.truthy() ? eval(*e.args[1], scope) : a;
     if (op == "or") return a.truthy() ? a : eval(*e.args[1], scope);
     Value b = eval(*e.args[1], scope);
-    if (op == "~") return Value(to_str(a) + to_str(b));
+    if (op == "~") {
+      std::string l = to_str(a), r = to_str(b);
+      check_string_bytes(l.size() + r.size(), "~");
+      return Value(l + r);
+    }
     if (op == "==") return Value(equals(a, b));
     if (op == "!=") return Value(!equals(a, b));
     if (op == "<") return Value(compare(a, b) < 0);
@@ -441,17 +488,19 @@ class Renderer {
 
   Scope root_;
   int depth_ = 0;
+  int64_t steps_ = 0;
+  const int64_t max_steps_;
   const Value* block_input_ = nullptr;
 };
 
 }  // namespace
 
 Template::Template(std::string_view source, const Options& options)
-    : body_(parse(lex(source, options))) {}
+    : body_(parse(lex(source, options))), max_steps_(options.max_steps) {}
 
 std::string Template::render(const Value& vars) const {
   std::string out;
-  Renderer(vars).render(body_, out);
+  Renderer(vars, max_steps_).render(body_, out);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // jinja2's built-in filters and tests, as of jinja2 3.1, with tojson as
 // Hugging Face defines it (json.dumps with ensure_ascii=False).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -28,8 +29,13 @@ Value attribute_of(const Value& item, const std::string& path) {
     std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    v = numeric && v.is_list() ? get_item(v, Value(static_cast<int64_t>(std::stoll(part))))
-                               : get_item(v, Value(part));
+    int64_t index = 0;
+    // An index past int64 is past any list: no such item, as jinja2's IndexError.
+    const bool in_range =
+        numeric && std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc();
+    v = numeric && v.is_list()
+            ? (in_range ? get_item(v, Value(index)) : Value::undefined("no item " + part))
+            : get_item(v, Value(part));
     if (v.is_undefined() || dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -71,10 +77,12 @@ double round_half_even(double x) {
 }
 
 std::string indent(const std::string& s, const Value& width, bool first, bool blank) {
-  std::string pad =
-      width.is_string()
-          ? width.as_string()
-          : std::string(static_cast<size_t>(width.is_undefined() ? 4 : width.as_int()), ' ');
+  // A width of n spaces (none below 1, as Python's " " * n), or the string.
+  const int64_t spaces = width.is_string() ? 0 : width.is_undefined() ? 4 : width.as_int();
+  check_string_bytes(static_cast<size_t>(std::max<int64_t>(spaces, 0)), "indent");
+  std::string pad = width.is_string()
+                        ? width.as_string()
+                        : std::string(static_cast<size_t>(std::max<int64_t>(spaces, 0)), ' ');
   // jinja2 appends a newline before splitlines(), so a trailing newline
   // yields a last empty line that is not indented.
   std::string text = s + "\n";
@@ -89,6 +97,7 @@ std::string indent(const std::string& s, const Value& width, bool first, bool bl
   for (size_t i = 0; i < lines.size(); i++) {
     if (i) out += '\n';
     bool indent_it = i == 0 ? first : (blank || !lines[i].empty());
+    check_string_bytes(out.size() + pad.size() + lines[i].size() + 1, "indent");
     out += (indent_it ? pad : "") + lines[i];
   }
   return out;
@@ -182,8 +191,10 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     std::string sep = a[0].is_undefined() ? "" : to_str(a[0]), out;
     bool first = true;
     for (const Value& item : iterate(value)) {
-      out += (first ? "" : sep) +
-             to_str(a[1].is_undefined() ? item : attribute_of(item, to_str(a[1])));
+      const std::string part =
+          to_str(a[1].is_undefined() ? item : attribute_of(item, to_str(a[1])));
+      check_string_bytes(out.size() + (first ? 0 : sep.size()) + part.size(), "join");
+      out += (first ? "" : sep) + part;
       first = false;
     }
     return Value(out);
@@ -343,6 +354,7 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
     std::string s = to_str(value);
     int64_t n = static_cast<int64_t>(utf8_decode(s).size());
     if (n >= width) return Value(s);
+    check_string_bytes(s.size() + static_cast<size_t>(width - n), "center");
     // Python's str.center puts the extra space on the right unless width is odd.
     int64_t total = width - n, left = total / 2 + (total & width & 1);
     return Value(std::string(static_cast<size_t>(left), ' ') + s +

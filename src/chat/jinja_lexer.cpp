@@ -1,6 +1,7 @@
 #include "chat/jinja_lexer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/error.h"
@@ -255,7 +256,8 @@ class Lexer {
     t.text = digits;
     if (is_float) {
       t.type = Tok::Float;
-      t.float_value = std::stod(digits);
+      // Python's overflow to inf and underflow to 0 (std::stod throws there).
+      t.float_value = std::strtod(digits.c_str(), nullptr);
     } else {
       t.type = Tok::Int;
       try {

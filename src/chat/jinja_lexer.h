@@ -16,6 +16,10 @@ namespace colibri::jinja {
 struct Options {
   bool trim_blocks = false;    // jinja2's default; Hugging Face renders with true
   bool lstrip_blocks = false;  // jinja2's default; Hugging Face renders with true
+  // A render's budget of steps (statements run, loop iterations, macro
+  // calls), past which it ends in an error: a template is untrusted input,
+  // and chat templates take a few hundred steps a message.
+  int64_t max_steps = 4000000;
 };
 
 enum class Tok { Text, VarBegin, VarEnd, BlockBegin, BlockEnd, Name, String, Int, Float, Op, End };

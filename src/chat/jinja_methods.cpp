@@ -1,6 +1,7 @@
 // Attribute and item access, the methods of str/list/dict, iteration and the
 // global functions.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "base/error.h"
@@ -67,7 +68,10 @@ std::string replace(const std::string& s, const std::string& from, const std::st
   if (from.empty()) {  // Python inserts `to` around every character
     std::u32string u = utf8_decode(s);
     for (size_t i = 0; i <= u.size(); i++) {
-      if (count < 0 || static_cast<int64_t>(i) < count) out += to;
+      if (count < 0 || static_cast<int64_t>(i) < count) {
+        check_string_bytes(out.size() + to.size() + 4, "replace");
+        out += to;
+      }
       if (i < u.size()) utf8_append(out, u[i]);
     }
     return out;
@@ -76,6 +80,7 @@ std::string replace(const std::string& s, const std::string& from, const std::st
   for (int64_t n = 0; count < 0 || n < count; n++) {
     size_t at = s.find(from, start);
     if (at == std::string::npos) break;
+    check_string_bytes(out.size() + (at - start) + to.size(), "replace");
     out.append(s, start, at - start);
     out += to;
     start = at + from.size();
@@ -197,6 +202,7 @@ Value string_method(const std::string& s, const std::string& name, Args& args) {
     bool first = true;
     for (const Value& v : iterate(a[0])) {
       CLB_CHECK(v.is_string(), "join: expected str instance, %s found", v.type_name());
+      check_string_bytes(out.size() + (first ? 0 : s.size()) + v.as_string().size(), "join");
       out += (first ? "" : s) + v.as_string();
       first = false;
     }
@@ -564,12 +570,17 @@ Value builtin_global(const std::string& name) {
       }
       if (!a[2].is_undefined()) step = opt_int(a[2], 1);
       CLB_CHECK(step != 0, "range() arg 3 must not be zero");
-      // A template is untrusted input: bound what one call may allocate.
-      int64_t n = step > 0 ? (stop - start + step - 1) / step : (start - stop - step - 1) / -step;
-      CLB_CHECK(n <= 1000000, "range() of %lld items is over the limit of 1000000",
-                static_cast<long long>(n));
+      // A template is untrusted input: bound what one call may allocate
+      // (counted in 128 bits: the bounds may be any int64).
+      const __int128 lo = start, hi = stop, st = step;
+      const __int128 n = st > 0 ? (hi - lo + st - 1) / st : (lo - hi - st - 1) / -st;
+      CLB_CHECK(n <= static_cast<__int128>(kMaxListItems),
+                "range() of %lld items is over the limit of %zu",
+                static_cast<long long>(n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n)),
+                kMaxListItems);
       List out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+      for (int64_t k = 0; k < static_cast<int64_t>(n); k++)
+        out.emplace_back(static_cast<int64_t>(lo + k * st));
       return Value(std::move(out));
     });
   }
@@ -591,6 +602,11 @@ Value builtin_global(const std::string& name) {
     });
   }
   return Value::undefined("'" + name + "' is undefined");
+}
+
+void check_string_bytes(size_t bytes, const char* what) {
+  CLB_CHECK(bytes <= kMaxStringBytes, "%s would build a string of %zu bytes, over the limit of %zu",
+            what, bytes, kMaxStringBytes);
 }
 
 }  // namespace colibri::jinja

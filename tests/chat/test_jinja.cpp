@@ -49,6 +49,114 @@ TEST(Jinja, MatchesJinja2OnUnitCases) {
   }
 }
 
+// A template comes with the model file: what would run for minutes or build
+// gigabytes ends in an error that names the template position, quickly.
+TEST(Jinja, UntrustedTemplatesEndInErrorsNotHangsOrGigabytes) {
+  struct Case {
+    const char* tmpl;
+    const char* message;  // a part of the error
+  };
+  const Case cases[] = {
+      {R"({{ "ab" * 1000000000 }})", "repeating a str of 2 bytes 1000000000 times"},
+      {R"({{ [1, 2] * 1000000000 }})", "repeating a list of 2 items"},
+      {R"({{ 3 * "a" * 100000000 }})", "repeating a str of 3 bytes 100000000 times"},
+      {R"({% set ns = namespace(s="a") %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %})",
+       "~ would build a string of 33554432 bytes"},
+      {R"({% set ns = namespace(s="a") %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %})",
+       "+ would build a string"},
+      {R"({% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %})",
+       "+ would build a list of 1048576 items"},
+      {R"({{ range(1000000)|join("x" * 1000) }})", "join would build a string"},
+      {R"({{ range(1000000)|map("string")|list|join("x" * 1000) }})", "join would build a string"},
+      {R"({{ ("x" * 1000).join(range(1000000)|map("string")) }})", "join would build a string"},
+      {R"({{ ("a" * 1000000)|replace("a", "b" * 100) }})", "replace would build a string"},
+      {R"({{ ("a" * 1000000).replace("", "b" * 100) }})", "replace would build a string"},
+      {R"({{ "a"|indent(1000000000000) }})", "indent would build a string"},
+      {R"({{ "a"|center(1000000000000) }})", "center would build a string"},
+      {R"({{ range(-9000000000000000000, 9000000000000000000)|length }})", "range() of"},
+      {R"({{ 2 ** 64 }})", "integer overflow"},
+      {R"({% for i in range(100) %}{{ "x" * 1000000 }}{% endfor %})", "the output would grow"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tmpl);
+    try {
+      render(c.tmpl);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(c.message), std::string::npos) << what;
+      EXPECT_NE(what.find("chat template line 1 column"), std::string::npos) << what;
+    }
+  }
+}
+
+// The step budget: nested loops, and loops in macros, stop at it; a render
+// within it gives the text, and the default leaves room for long chats.
+TEST(Jinja, RenderStopsAtItsStepBudget) {
+  Options small{.trim_blocks = true, .lstrip_blocks = true, .max_steps = 10000};
+  // (Small enough to finish without the budget, so that its absence fails
+  // the test instead of hanging it.)
+  const char* nested = "{% for i in range(200) %}{% for j in range(200) %}{% endfor %}{% endfor %}";
+  const char* in_macro =
+      "{% macro m() %}{% for i in range(1000) %}{% endfor %}{% endmacro %}{% for i in range(100) "
+      "%}{{ m() "
+      "}}{% endfor %}";
+  for (const char* t : {nested, in_macro}) {
+    SCOPED_TRACE(t);
+    try {
+      render(t, nlohmann::ordered_json::object(), small);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the render ran over 10000 steps"), std::string::npos)
+          << e.what();
+    }
+  }
+  // 99 loop iterations and their 99 statements, and the loop itself: 199 steps.
+  const char* loop = "{% for i in range(99) %}{{ i % 10 }}{% endfor %}";
+  EXPECT_EQ(render(loop, nlohmann::ordered_json::object(),
+                   {.trim_blocks = true, .lstrip_blocks = true, .max_steps = 199})
+                .size(),
+            99u);
+  EXPECT_THROW(render(loop, nlohmann::ordered_json::object(),
+                      {.trim_blocks = true, .lstrip_blocks = true, .max_steps = 198}),
+               Error);
+  // 5000 messages through a loop of a few statements each, under the default.
+  nlohmann::ordered_json vars;
+  vars["messages"] = nlohmann::ordered_json::array();
+  for (int i = 0; i < 5000; i++)
+    vars["messages"].push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "hello"}});
+  const std::string out = render(
+      "{% for m in messages %}{% if m.role == 'user' %}<u>{{ m.content }}{% else %}<a>{{ m.content "
+      "}}{% endif "
+      "%}{% endfor %}",
+      vars);
+  EXPECT_EQ(out.size(), 5000u * 8);
+}
+
+// Inputs the fuzz target found that threw what is not an Error (std::stod's
+// and std::stoll's out_of_range), which no caller catches.
+TEST(Jinja, NumbersPastTheirRangeAsPython) {
+  EXPECT_EQ(
+      render("{{ 1e999 }} {{ -1e999 }} {{ 1e-999 }} {{ 5555555555555555555555555555.5 > 1 }}"),
+      "inf -inf 0.0 True");
+  EXPECT_EQ(
+      render(
+          R"({{ [[1, 2]]|map(attribute="1")|list }} {{ [[1, 2]]|map(attribute="99999999999999999999")|first is defined }})"),
+      "[2] False");
+  EXPECT_THROW(render("{{ 99999999999999999999 }}"), Error);  // int literals stay int64
+}
+
+// Python's semantics where the limits are not in the way.
+TEST(Jinja, ExponentsAndIndentsAsPython) {
+  EXPECT_EQ(render("{{ 1 ** 1000000000000000 }} {{ 3 ** 39 }} {{ (-2) ** 63 }} {{ 0 ** 0 }} {{ "
+                   "(-1) ** 999999999999 }}"),
+            "1 4052555153018976267 -9223372036854775808 1 -1");
+  EXPECT_EQ(render(R"({{ "a\nb"|indent(-5) }}|{{ "a\nb"|indent(2) }})"), "a\nb|a\n  b");
+  EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 2)|list }}"),
+            "[9223372036854775806]");
+  EXPECT_EQ(render("{{ range(5, -5, -3)|list }}"), "[5, 2, -1, -4]");
+}
+
 // Errors name the template position.
 TEST(Jinja, SyntaxErrorNamesLineAndColumn) {
   try {

@@ -297,6 +297,11 @@ class Renderer {
       if (!obj.is_namespace())
         fail("chat template line %d column %d: cannot assign attribute on non-namespace object",
              target.pos.line, target.pos.col);
+      try {
+        check_no_cycle(obj, v);
+      } catch (const Error& e) {
+        fail("chat template line %d column %d: %s", target.pos.line, target.pos.col, e.what());
+      }
       obj.dict_ref().set(target.name, v);
     } else {
       List parts = iterate(v);
@@ -495,13 +500,37 @@ class Renderer {
 
 }  // namespace
 
+namespace {
+
+// Runs f, with what the standard library throws made an Error: every caller
+// of a template catches Error, and a template is untrusted input. The
+// interpreter's own checks throw Error first (the fuzz target looks for the
+// rest: each such find is fixed where it is thrown).
+template <typename F>
+auto as_error(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    fail("chat template: out of memory while %s it", what);
+  } catch (const std::exception& e) {
+    fail("chat template: %s while %s it", e.what(), what);
+  }
+}
+
+}  // namespace
+
 Template::Template(std::string_view source, const Options& options)
-    : body_(parse(lex(source, options))), max_steps_(options.max_steps) {}
+    : body_(as_error("parsing", [&] { return parse(lex(source, options)); })),
+      max_steps_(options.max_steps) {}
 
 std::string Template::render(const Value& vars) const {
-  std::string out;
-  Renderer(vars, max_steps_).render(body_, out);
-  return out;
+  return as_error("rendering", [&] {
+    std::string out;
+    Renderer(vars, max_steps_).render(body_, out);
+    return out;
+  });
 }
 
 }  // namespace colibri::jinja

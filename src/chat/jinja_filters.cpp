@@ -138,7 +138,8 @@ Value apply_filter(const std::string& name, const Value& value, Args& args) {
   if (name == "tojson") {
     auto a = bind_args(fn, args, {"indent", "separators", "sort_keys", "ensure_ascii"});
     JsonStyle st;
-    if (!a[0].is_undefined() && !a[0].is_none()) st.indent = static_cast<int>(a[0].as_int());
+    if (!a[0].is_undefined() && !a[0].is_none())  // past 16 Mi spaces, the size check refuses it
+      st.indent = static_cast<int>(std::min<int64_t>(a[0].as_int(), int64_t{1} << 24));
     if (a[1].is_list() && a[1].list().size() == 2) {
       st.item_sep = to_str(a[1].list()[0]);
       st.key_sep = to_str(a[1].list()[1]);

@@ -274,18 +274,22 @@ Value list_method(const Value& self, const std::string& name, Args& args) {
   List& l = self.list();
   if (name == "append") {
     auto a = bind_args("append", args, {"object"}, 1);
+    check_no_cycle(self, a[0]);
     l.push_back(a[0]);
     return Value(None{});
   }
   if (name == "extend") {
     auto a = bind_args("extend", args, {"iterable"}, 1);
-    for (Value& v : iterate(a[0])) l.push_back(std::move(v));
+    List items = iterate(a[0]);
+    for (const Value& v : items) check_no_cycle(self, v);
+    for (Value& v : items) l.push_back(std::move(v));
     return Value(None{});
   }
   if (name == "insert") {
     auto a = bind_args("insert", args, {"index", "object"}, 2);
     int64_t n = static_cast<int64_t>(l.size()), i = opt_int(a[0], 0);
     if (i < 0) i = std::max<int64_t>(0, i + n);
+    check_no_cycle(self, a[1]);
     l.insert(l.begin() + std::min(i, n), a[1]);
     return Value(None{});
   }
@@ -348,6 +352,9 @@ Value dict_method(const Value& self, const std::string& name, Args& args) {
   if (name == "update") {
     auto a = bind_args("update", args, {"other"});
     if (a[0].is_dict())
+      for (const auto& [k, v] : a[0].dict_ref().entries) check_no_cycle(self, v);
+    for (const auto& [k, v] : args.keyword) check_no_cycle(self, v);
+    if (a[0].is_dict() && &a[0].dict_ref() != &d)
       for (const auto& [k, v] : a[0].dict_ref().entries) d.set(k, v);
     for (const auto& [k, v] : args.keyword) d.set(k, v);
     return Value(None{});

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "chat/jinja_builtins.h"
 
 namespace colibri::jinja {
 
@@ -39,13 +40,104 @@ bool Dict::erase(const std::string& key) {
   return false;
 }
 
+namespace {
+
+// Values whose lists and dicts are being freed, while FlatDelete runs on
+// this thread (null otherwise).
+thread_local std::vector<Value>* t_freeing = nullptr;
+
+// Frees what `take` moved into the work list, one value at a time: a nested
+// list or dict freed meanwhile only moves its own items into the list.
+template <typename Take>
+void free_flat(Take&& take) {
+  if (t_freeing) {
+    take(*t_freeing);
+    return;
+  }
+  std::vector<Value> pending;
+  t_freeing = &pending;
+  take(pending);
+  while (!pending.empty()) {
+    Value v = std::move(pending.back());
+    pending.pop_back();
+  }  // v's last handle goes here, into this loop's list
+  t_freeing = nullptr;
+}
+
+// One more level of a walk over nested lists and dicts; throws past
+// kMaxNesting. The count is this thread's, and each level gives it back.
+class Nest {
+ public:
+  Nest() {
+    if (++t_depth_ > kMaxNesting) {
+      --t_depth_;
+      fail("lists and dicts nested deeper than %d levels", kMaxNesting);
+    }
+  }
+  ~Nest() { --t_depth_; }
+  Nest(const Nest&) = delete;
+  Nest& operator=(const Nest&) = delete;
+
+ private:
+  static thread_local int t_depth_;
+};
+thread_local int Nest::t_depth_ = 0;
+
+// Whether `target` (a list or dict) is v or inside it.
+bool reaches(const Value& v, const void* target) {
+  if (v.is_list()) {
+    if (&v.list() == target) return true;
+    Nest nest;
+    for (const Value& e : v.list())
+      if (reaches(e, target)) return true;
+  } else if (v.kind() == Value::Kind::Dict) {
+    if (&v.dict_ref() == target) return true;
+    Nest nest;
+    for (const auto& [k, e] : v.dict_ref().entries)
+      if (reaches(e, target)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void FlatDelete::operator()(List* l) const noexcept {
+  free_flat([l](std::vector<Value>& pending) {
+    for (Value& v : *l) pending.push_back(std::move(v));
+    delete l;
+  });
+}
+
+void FlatDelete::operator()(Dict* d) const noexcept {
+  free_flat([d](std::vector<Value>& pending) {
+    for (auto& [k, v] : d->entries) pending.push_back(std::move(v));
+    delete d;
+  });
+}
+
+void check_no_cycle(const Value& into, const Value& item) {
+  const void* target = into.is_list() ? static_cast<const void*>(&into.list())
+                                      : static_cast<const void*>(&into.dict_ref());
+  CLB_CHECK(!reaches(item, target), "a %s cannot hold itself", into.type_name());
+}
+
 Value Value::function(std::string name, std::function<Value(Args&)> fn) {
   return Value(std::make_shared<Callable>(Callable{std::move(name), std::move(fn)}));
 }
 
 int64_t Value::as_int() const {
   if (is_bool()) return as_bool() ? 1 : 0;
-  if (is_float()) return static_cast<int64_t>(std::get<double>(v_));
+  if (is_float()) {
+    // Python's int(x): NaN and the infinities refuse, and so does a float
+    // past int64 here (Python's ints have no end; casting it is undefined).
+    const double d = std::get<double>(v_);
+    CLB_CHECK(std::isfinite(d), "cannot convert float %s to integer",
+              std::isnan(d) ? "NaN" : "infinity");
+    CLB_CHECK(d > -9223372036854775808.0 - 1.0 && d < 9223372036854775808.0,
+              "the float %g is out of the integer range", d);
+    return static_cast<int64_t>(d);
+  }
+  CLB_CHECK(kind() == Kind::Int, "'%s' object cannot be interpreted as an integer", type_name());
   return std::get<int64_t>(v_);
 }
 
@@ -161,11 +253,13 @@ std::string repr(const Value& v) {
     case Value::Kind::String:
       return repr_string(v.as_string());
     case Value::Kind::List: {
+      Nest nest;
       std::string out = "[";
       for (size_t i = 0; i < v.list().size(); i++) out += (i ? ", " : "") + repr(v.list()[i]);
       return out + "]";
     }
     case Value::Kind::Dict: {
+      Nest nest;
       std::string out = v.is_namespace() ? "<Namespace {" : "{";
       bool first = true;
       for (const auto& [k, item] : v.dict_ref().entries) {
@@ -256,10 +350,13 @@ static void dump_json_string(std::string& out, const std::string& s, bool ensure
 }
 
 static void dump_json_rec(std::string& out, const Value& v, const JsonStyle& st, int depth) {
+  Nest nest;
   std::string item_sep = !st.item_sep.empty() ? st.item_sep : (st.indent >= 0 ? "," : ", ");
   std::string key_sep = !st.key_sep.empty() ? st.key_sep : ": ";
   auto newline = [&](int d) {
     if (st.indent < 0) return;
+    check_string_bytes(out.size() + 1 + static_cast<size_t>(st.indent) * static_cast<size_t>(d),
+                       "tojson");
     out += '\n';
     out.append(static_cast<size_t>(st.indent * d), ' ');
   };
@@ -333,6 +430,7 @@ std::string dump_json(const Value& v, const JsonStyle& style) {
 }
 
 Value from_json(const nlohmann::ordered_json& j) {
+  Nest nest;  // a request's JSON nests as deep as its client likes
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return Value(None{});
@@ -366,6 +464,7 @@ Value from_json(const nlohmann::ordered_json& j) {
 }
 
 nlohmann::ordered_json to_json(const Value& v) {
+  Nest nest;
   switch (v.kind()) {
     case Value::Kind::None:
       return nullptr;
@@ -405,6 +504,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::String:
       return a.as_string() == b.as_string();
     case Value::Kind::List: {
+      Nest nest;
       const List &x = a.list(), &y = b.list();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); i++)
@@ -413,6 +513,7 @@ bool equals(const Value& a, const Value& b) {
     }
     case Value::Kind::Dict: {
       if (a.is_namespace() || b.is_namespace()) return &a.dict_ref() == &b.dict_ref();
+      Nest nest;
       const Dict &x = a.dict_ref(), &y = b.dict_ref();
       if (x.entries.size() != y.entries.size()) return false;
       for (const auto& [k, v] : x.entries) {
@@ -441,6 +542,7 @@ int compare(const Value& a, const Value& b) {
   if (a.is_string() && b.is_string())
     return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() == b.as_string() ? 0 : 1;
   if (a.is_list() && b.is_list()) {
+    Nest nest;
     const List &x = a.list(), &y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); i++)
       if (int c = compare(x[i], y[i])) return c;

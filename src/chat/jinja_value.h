@@ -20,6 +20,19 @@ namespace colibri::jinja {
 
 class Value;
 using List = std::vector<Value>;
+struct Dict;
+
+// How deeply lists and dicts may nest where the interpreter walks them
+// (printing, JSON, comparisons, a request's JSON): each level is a call.
+inline constexpr int kMaxNesting = 512;
+
+// Frees a list or dict without recursing into what it holds: a template can
+// build a value nested a hundred thousand levels deep, which a recursive
+// destructor would overflow the stack on.
+struct FlatDelete {
+  void operator()(List* l) const noexcept;
+  void operator()(Dict* d) const noexcept;
+};
 
 // Arguments of a call: positional first, then keyword (name, value) pairs.
 struct Args {
@@ -64,12 +77,12 @@ class Value {
   Value(double f) : v_(f) {}
   Value(std::string s) : v_(std::move(s)) {}
   Value(const char* s) : v_(std::string(s)) {}
-  Value(List items) : v_(std::make_shared<List>(std::move(items))) {}
+  Value(List items) : v_(std::shared_ptr<List>(new List(std::move(items)), FlatDelete{})) {}
   Value(std::shared_ptr<Dict> d) : v_(std::move(d)) {}
   Value(std::shared_ptr<Callable> c) : v_(std::move(c)) {}
 
   static Value undefined(std::string what) { return Value(Undefined{std::move(what)}); }
-  static Value dict() { return Value(std::make_shared<Dict>()); }
+  static Value dict() { return Value(std::shared_ptr<Dict>(new Dict(), FlatDelete{})); }
   static Value function(std::string name, std::function<Value(Args&)> fn);
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
@@ -131,6 +144,11 @@ nlohmann::ordered_json to_json(const Value& v);
 // raises TypeError).
 bool equals(const Value& a, const Value& b);
 int compare(const Value& a, const Value& b);
+
+// Throws unless storing `item` in the list or dict `into` (append, insert,
+// a namespace's attribute, update) leaves no cycle: a value that holds
+// itself would never be freed and prints without end.
+void check_no_cycle(const Value& into, const Value& item);
 
 // Strings are UTF-8; Python indexes them by code point.
 std::u32string utf8_decode(const std::string& s);

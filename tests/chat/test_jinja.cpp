@@ -146,6 +146,75 @@ TEST(Jinja, NumbersPastTheirRangeAsPython) {
   EXPECT_THROW(render("{{ 99999999999999999999 }}"), Error);  // int literals stay int64
 }
 
+// Values that hold themselves are refused where they would be made; values
+// nested far deeper than any chat's are freed without recursion, and printing
+// or comparing them ends in an error, not a stack overflow.
+TEST(Jinja, CyclesAreRefusedAndDeepValuesFreedFlat) {
+  const char* cycles[] = {
+      "{% set l = [1] %}{{ l.append(l) }}",
+      "{% set l = [1] %}{% set m = [l] %}{{ l.insert(0, m) }}",
+      "{% set l = [1] %}{{ l.extend([2, [l]]) }}",
+      "{% set ns = namespace(x=1) %}{% set ns.x = ns %}",
+      "{% set ns = namespace(x=1) %}{% set ns.x = [{'a': ns}] %}",
+      "{% set d = {'a': 1} %}{{ d.update({'b': [d]}) }}",
+  };
+  for (const char* t : cycles) {
+    SCOPED_TRACE(t);
+    try {
+      render(t);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot hold itself"), std::string::npos) << e.what();
+    }
+  }
+  // Sharing without a cycle stays allowed, as in Python.
+  EXPECT_EQ(render("{% set l = [1] %}{% set m = [l, l] %}{{ m.append(l) or '' }}{{ l.append(2) or "
+                   "'' }}{{ m }}"),
+            "[[1, 2], [1, 2], [1, 2]]");
+  // A chain of lists whose head stays in scope to the end of the render:
+  // 300000 levels are freed (a recursive free overflows the stack there),
+  // and 1000 print, compare or dump as an error.
+  auto chain = [](int levels) {
+    return "{% set ns = namespace(tail=[]) %}{% set head = ns.tail %}{% for i in range(" +
+           std::to_string(levels) +
+           ") %}{% set next = [] %}{{ ns.tail.append(next) or '' }}{% set ns.tail = next %}{% "
+           "endfor %}";
+  };
+  EXPECT_EQ(render(chain(300000)), "");
+  for (const char* print :
+       {"{{ head }}", "{{ head|tojson }}", "{{ head == head }}", "{{ head < head }}"}) {
+    SCOPED_TRACE(print);
+    try {
+      render(chain(1000) + print);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested deeper than 512 levels"), std::string::npos)
+          << e.what();
+    }
+  }
+  // A request's JSON as deep as its client likes.
+  std::string json(100000, '[');
+  json += std::string(100000, ']');
+  EXPECT_THROW(from_json(nlohmann::ordered_json::parse(json)), Error);
+}
+
+// Where an integer is wanted and something else is given, Python's
+// TypeError or ValueError, not a crash (std::get's bad_variant_access, or an
+// undefined cast of a float past int64).
+TEST(Jinja, IntegersWhereSomethingElseIsGivenAreErrors) {
+  const char* bad[] = {
+      R"({{ [1]|tojson(indent="x") }})",   R"({{ range("3")|list }})",
+      R"({{ range(3.0)|list }})",          R"({{ range(1e999)|list }})",
+      R"({{ [1]|tojson(indent=1e999) }})", R"({{ [1]|tojson(indent=1e300) }})",
+  };
+  for (const char* t : bad) {
+    SCOPED_TRACE(t);
+    EXPECT_THROW(render(t), Error);
+  }
+  EXPECT_EQ(render("{{ [1]|tojson(indent=true) }} {{ [1]|tojson(indent=2) }}"),
+            "[\n 1\n] [\n  1\n]");
+}
+
 // Python's semantics where the limits are not in the way.
 TEST(Jinja, ExponentsAndIndentsAsPython) {
   EXPECT_EQ(render("{{ 1 ** 1000000000000000 }} {{ 3 ** 39 }} {{ (-2) ** 63 }} {{ 0 ** 0 }} {{ "

@@ -133,7 +133,7 @@ int64_t Value::as_int() const {
     const double d = std::get<double>(v_);
     CLB_CHECK(std::isfinite(d), "cannot convert float %s to integer",
               std::isnan(d) ? "NaN" : "infinity");
-    CLB_CHECK(d > -9223372036854775808.0 - 1.0 && d < 9223372036854775808.0,
+    CLB_CHECK(d >= -9223372036854775808.0 && d < 9223372036854775808.0,
               "the float %g is out of the integer range", d);
     return static_cast<int64_t>(d);
   }

@@ -1,5 +1,7 @@
 #include "formats/gguf.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <unordered_set>
 
@@ -196,6 +198,13 @@ bool GgufValue::is_float() const {
 }
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    struct stat cfg;
+    const bool hf = ::stat((path + "/config.json").c_str(), &cfg) == 0;
+    fail("%s: is a folder, not a GGUF file%s", path.c_str(),
+         hf ? " (a Hugging Face model folder: `colibri convert FOLDER -o model.gguf` makes one)" : "");
+  }
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->file_ = std::make_unique<MappedFile>(path);
   f->name_ = path;

@@ -347,7 +347,10 @@ TEST_F(GgufHostileFiles, MissingPath) {
 
 TEST_F(GgufHostileFiles, Directory) {
   std::string p = dir_.string();
-  EXPECT_TRUE(ThrowsErrorWith([&] { GgufFile::open(p); }, {p, "not a regular file"}));
+  EXPECT_TRUE(ThrowsErrorWith([&] { GgufFile::open(p); }, {p, "is a folder, not a GGUF file"}));
+  // A Hugging Face model folder: the error names the command that converts it.
+  std::ofstream(dir_ / "config.json") << "{}";
+  EXPECT_TRUE(ThrowsErrorWith([&] { GgufFile::open(p); }, {p, "colibri convert"}));
 }
 
 TEST_F(GgufHostileFiles, EmptyFile) {

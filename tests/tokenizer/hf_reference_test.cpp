@@ -1,7 +1,7 @@
 // Tokenizers with no GGUF at hand, checked against the ids their Hugging Face
-// tokenizer.json gives (../shared/data/tokenizer-vectors): the test builds
-// the GGUF vocabulary in memory from the model's own tokenizer files, as
-// convert_hf_to_gguf.py would.
+// tokenizer.json gives (../shared/data/tokenizer-vectors): the GGUF vocabulary
+// is built in memory from the model's own tokenizer files (o200k by hand,
+// dolma2 by import_hf_tokenizer; more imports in hf_import_test.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "formats/gguf_writer.h"
 #include "test_data.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace colibri {
@@ -123,39 +124,24 @@ TEST(HfReference, GptOssFromTiktoken) {
 }
 
 // OLMoE-0125's dolma2 tokenizer (cl100k's regex, merges applied to every
-// word: llama.cpp's "dbrx" pre-tokenizer) from its tokenizer.json.
+// word: llama.cpp's "dbrx" pre-tokenizer) imported from its tokenizer.json as
+// `colibri convert` imports it; the pre-tokenizer is the importer's choice.
 TEST(HfReference, Dolma2FromTokenizerJson) {
   const fs::path json_path = test::shared_dir() / "data/tokenizers/olmoe/allenai_dolma2.json";
   if (!fs::exists(json_path) ||
       !fs::exists(test::shared_dir() / "data/tokenizer-vectors/olmo2-olmoe-0125_dolma2.out"))
     GTEST_SKIP() << "test data absent: " << json_path;
   const auto j = nlohmann::json::parse(test::read_file(json_path));
-  const auto& model = j.at("model");
-  ASSERT_EQ(model.at("type"), "BPE");
-  std::vector<std::string> texts;
-  std::vector<int32_t> types;
-  auto put = [&](size_t id, const std::string& text, int32_t type) {
-    if (texts.size() <= id) {
-      for (size_t k = texts.size(); k <= id; ++k) texts.push_back("[PAD" + std::to_string(k) + "]");
-      types.resize(id + 1, 5);  // unused
-    }
-    texts[id] = text;
-    types[id] = type;
-  };
-  for (const auto& [text, id] : model.at("vocab").items()) put(id.get<size_t>(), text, 1);
-  // Added tokens: special ones are control tokens, the others user-defined.
-  for (const auto& a : j.at("added_tokens"))
-    put(a.at("id").get<size_t>(), a.at("content").get<std::string>(), a.at("special") ? 3 : 4);
-
+  HfTokenizerFiles files;
+  files.tokenizer = &j;
   GgufWriter w;
-  w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", "dbrx");
-  w.set_array_str("tokenizer.ggml.tokens", texts);
-  w.set_array_i32("tokenizer.ggml.token_type", types);
-  w.set_array_str("tokenizer.ggml.merges", model.at("merges").get<std::vector<std::string>>());
+  import_hf_tokenizer(files, w, json_path.parent_path().string());
   const std::vector<uint8_t> bytes = w.to_bytes();
   auto f = GgufFile::parse(bytes.data(), bytes.size(), "dolma2.gguf");
   auto tok = Tokenizer::from_gguf(*f);
+  EXPECT_EQ(tok->pre_name(), "dbrx");
+  EXPECT_EQ(tok->n_vocab(), 100278);
+  EXPECT_TRUE(tok->is_control(*tok->find_token("<|endoftext|>")));
   expect_suite(*tok, "olmo2-olmoe-0125_dolma2.out");
 }
 

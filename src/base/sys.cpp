@@ -1,7 +1,5 @@
 #include "base/sys.h"
 
-#include <ctime>
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 namespace colibri {
 
@@ -30,8 +29,12 @@ uint64_t status_kb(const char* field) {
 }
 }  // namespace
 
-uint64_t peak_rss_bytes() { return status_kb("VmHWM:") * 1024; }
-uint64_t current_rss_bytes() { return status_kb("VmRSS:") * 1024; }
+uint64_t peak_rss_bytes() {
+  return status_kb("VmHWM:") * 1024;
+}
+uint64_t current_rss_bytes() {
+  return status_kb("VmRSS:") * 1024;
+}
 
 double now_seconds() {
   using namespace std::chrono;
@@ -62,6 +65,14 @@ void drop_file_cache(int fd, uint64_t offset, uint64_t length) {
   posix_fadvise(fd, static_cast<off_t>(a), static_cast<off_t>(b - a), POSIX_FADV_DONTNEED);
 }
 
+void release_mapped(const void* p, size_t bytes) {
+  if (bytes == 0) return;
+  const uintptr_t page = page_size();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
+  madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
 size_t page_size() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
@@ -78,7 +89,8 @@ bool direct_reads_work(int fd) {
 void* map_anonymous(size_t bytes, bool huge_pages) {
   constexpr size_t kHuge = kHugePageBytes;
   const size_t extra = huge_pages ? kHuge : 0;
-  void* m = mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* m =
+      mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
   if (!huge_pages) return m;
   // Trim the mapping to a 2 MiB-aligned start; the slack goes back.

@@ -26,6 +26,11 @@ double stolen_cpu_seconds();
 // reads stayed cached before the widening). Neighbouring pages dropped too are
 // only read again if something wants them.
 void drop_file_cache(int fd, uint64_t offset, uint64_t length);
+// Takes [p, p + bytes) of a read-only file mapping out of this process's
+// resident set (MADV_DONTNEED, widened to whole pages): a pass over a file
+// larger than memory keeps only what it is reading. Pages read again fault
+// back in from the file.
+void release_mapped(const void* p, size_t bytes);
 // The kernel's page size (sysconf(_SC_PAGESIZE)): 4 KiB on x86-64, 4, 16
 // or 64 KiB on ARM64 (Apple, some Android kernels, RHEL's ARM kernels).
 // O_DIRECT offsets, lengths and buffers, expert slots and mmap offsets are

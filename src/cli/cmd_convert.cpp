@@ -19,6 +19,7 @@ struct ConvertArgs {
   std::string out;
   std::string type = "auto";
   std::string name;
+  int n_threads = 0;
   bool quiet = false;
 };
 
@@ -30,6 +31,7 @@ int convert(const ConvertArgs& a) {
   o.folder = a.folder;
   o.out = a.out;
   o.name = a.name;
+  o.n_threads = a.n_threads;
   if (a.type != "auto") {
     auto it = kTypes.find(a.type);
     CLB_CHECK(it != kTypes.end(),
@@ -67,6 +69,8 @@ Runner add_convert(CLI::App& app) {
                 "q5_0, q5_1; vectors and routers stay f32")
       ->capture_default_str();
   c->add_option("--name", a->name, "general.name (default: the folder's name)");
+  c->add_option("-t,--threads", a->n_threads, "threads converting rows (0: all cores)")
+      ->capture_default_str();
   c->add_flag("-q,--quiet", a->quiet, "no progress line");
   return [a] { return convert(*a); };
 }

@@ -12,9 +12,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "base/error.h"
+#include "base/sys.h"
+#include "base/thread_pool.h"
 #include "convert/hf_families.h"
 #include "formats/gguf_writer.h"
 #include "formats/safetensors.h"
@@ -646,7 +649,7 @@ class Planner {
 };
 
 // Rows [row0, row0 + n) of t in its GGUF type, into dst.
-void fill_rows(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
+void fill_range(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
   const int64_t cols = t.ne[0];
   const size_t out_row = row_bytes(t.type, cols);
   std::vector<float> f(static_cast<size_t>(cols));
@@ -686,6 +689,15 @@ void fill_rows(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
       quantize_weights(t.type, f.data(), out, cols);
     }
   }
+}
+
+// The same, the rows shared among the pool's threads.
+void fill_rows(const Planned& t, int64_t row0, int64_t n, uint8_t* dst, ThreadPool& pool) {
+  if (t.vector) return fill_range(t, row0, n, dst);
+  const size_t out_row = row_bytes(t.type, t.ne[0]);
+  pool.parallel_for(n, 8, [&](int64_t b, int64_t e, int) {
+    fill_range(t, row0 + b, e - b, dst + static_cast<size_t>(b) * out_row);
+  });
 }
 
 }  // namespace
@@ -780,11 +792,29 @@ HfConvertReport convert_hf_folder(const HfConvertOptions& o) {
     total += row_bytes(t.type, t.ne[0]) * static_cast<uint64_t>(n_rows);
   }
   auto done = std::make_shared<std::atomic<uint64_t>>(0);
+  const int n_threads = o.n_threads > 0
+                            ? o.n_threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto pool = std::make_shared<ThreadPool>(n_threads);
   for (const Planned& t : plan) {
     const Planned* tp = &t;
     w.add_tensor_info(
-        t.name, t.type, t.ne, [tp, done, total, &o](int64_t row0, int64_t n_rows, uint8_t* dst) {
-          fill_rows(*tp, row0, n_rows, dst);
+        t.name, t.type, t.ne,
+        [tp, done, total, pool, &o](int64_t row0, int64_t n_rows, uint8_t* dst) {
+          fill_rows(*tp, row0, n_rows, dst, *pool);
+          int64_t total_rows = 1;
+          for (size_t d = 1; d < tp->ne.size(); ++d) total_rows *= tp->ne[d];
+          if (row0 + n_rows == total_rows) {
+            // The tensor is written: its sources leave memory, so a model
+            // larger than memory converts in about the memory of one tensor.
+            for (const Source& s : tp->sources)
+              for (const SafetensorsSet::Entry* e : {&s.w, s.scale}) {
+                if (!e) continue;
+                release_mapped(e->file->data(*e->tensor), e->tensor->nbytes);
+                if (e->file->fd() >= 0)
+                  drop_file_cache(e->file->fd(), e->tensor->offset, e->tensor->nbytes);
+              }
+          }
           const uint64_t bytes = row_bytes(tp->type, tp->ne[0]) * static_cast<uint64_t>(n_rows);
           const uint64_t now = done->fetch_add(bytes) + bytes;
           if (o.progress) o.progress(now, total);

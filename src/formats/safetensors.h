@@ -56,6 +56,8 @@ class SafetensorsFile {
   size_t file_size() const { return size_; }
   // The start of the data section: 8 + the header length.
   size_t data_offset() const { return data_offset_; }
+  // -1 when parsed from memory.
+  int fd() const { return file_ ? file_->fd() : -1; }
 
   // In file (offset) order.
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }

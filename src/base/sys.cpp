@@ -1,5 +1,7 @@
 #include "base/sys.h"
 
+#include <ctime>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 namespace colibri {
 
@@ -29,12 +30,8 @@ uint64_t status_kb(const char* field) {
 }
 }  // namespace
 
-uint64_t peak_rss_bytes() {
-  return status_kb("VmHWM:") * 1024;
-}
-uint64_t current_rss_bytes() {
-  return status_kb("VmRSS:") * 1024;
-}
+uint64_t peak_rss_bytes() { return status_kb("VmHWM:") * 1024; }
+uint64_t current_rss_bytes() { return status_kb("VmRSS:") * 1024; }
 
 double now_seconds() {
   using namespace std::chrono;
@@ -89,8 +86,7 @@ bool direct_reads_work(int fd) {
 void* map_anonymous(size_t bytes, bool huge_pages) {
   constexpr size_t kHuge = kHugePageBytes;
   const size_t extra = huge_pages ? kHuge : 0;
-  void* m =
-      mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* m = mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
   if (!huge_pages) return m;
   // Trim the mapping to a 2 MiB-aligned start; the slack goes back.

@@ -707,7 +707,9 @@ bool is_hf_folder(const std::string& path) {
   return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
 }
 
-HfConvertReport convert_hf_folder(const HfConvertOptions& o) {
+namespace {
+
+HfConvertReport convert_folder(const HfConvertOptions& o) {
   const fs::path folder(o.folder);
   std::error_code ec;
   CLB_CHECK(fs::is_directory(folder, ec),
@@ -828,6 +830,17 @@ HfConvertReport convert_hf_folder(const HfConvertOptions& o) {
   rep.n_tensors = plan.size();
   rep.data_bytes = total;
   return rep;
+}
+
+}  // namespace
+
+HfConvertReport convert_hf_folder(const HfConvertOptions& o) {
+  try {
+    return convert_folder(o);
+  } catch (const nlohmann::json::exception& e) {
+    // A value of a type no check above expected: still the file's fault.
+    fail("%s: unexpected JSON: %s", o.folder.c_str(), e.what());
+  }
 }
 
 }  // namespace colibri

@@ -651,6 +651,42 @@ TEST(HfConvert, CommandLine) {
   EXPECT_NE(out.find("unknown type 'q4_k'"), std::string::npos) << out;
 }
 
+// Every key of config.json, tokenizer.json (and its model) and
+// tokenizer_config.json given a value of each wrong type: convert ends in an
+// Error or, where the key does not matter, a file; never anything else.
+TEST(HfConvert, ValuesOfTheWrongTypeEndInErrors) {
+  const fs::path gguf = kGolden / "qwen3moe-f32.gguf";
+  if (!fs::exists(gguf)) GTEST_SKIP() << "test data absent: " << gguf;
+  auto golden = GgufFile::open(gguf.string());
+  const fs::path base = tmp().path / "types-base";
+  test::export_hf_folder(*golden, base);
+  const fs::path d = tmp().path / "types";
+  fs::remove_all(d);
+  fs::copy(base, d);
+  const json wrong[] = {
+      json(), json(-1), json(1.5), json("x"), json::array({1, "y"}), json::object({{"z", 1}})};
+  int errors = 0, runs = 0;
+  for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json"}) {
+    const json orig = load_json(base / file);
+    std::vector<json::json_pointer> keys;
+    for (const auto& [k, v] : orig.items()) keys.emplace_back("/" + k);
+    if (std::string(file) == "tokenizer.json")
+      for (const auto& [k, v] : orig["model"].items()) keys.emplace_back("/model/" + k);
+    for (const json::json_pointer& key : keys) {
+      for (const json& w : wrong) {
+        json j = orig;
+        j[key] = w;
+        std::ofstream(d / file) << j.dump();
+        ++runs;
+        if (error_of([&] { convert(d); }) != "(no error)") ++errors;
+      }
+    }
+    std::ofstream(d / file) << orig.dump();
+  }
+  EXPECT_GT(runs, 100);
+  EXPECT_GT(errors, runs / 2);
+}
+
 TEST(HfConvert, KnowsAModelFolder) {
   const fs::path d = tmp().path / "is-folder";
   fs::create_directories(d);

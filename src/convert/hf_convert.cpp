@@ -149,8 +149,8 @@ HfShape hf_config_to_gguf(const json& config, const HfFamily& fam, GgufWriter& w
   }
   CLB_CHECK(s.head_dim % 2 == 0, "%s: head dimension %d is odd", where.c_str(), s.head_dim);
   s.n_expert = static_cast<int>(c.require_positive(fam.expert_count_key, 1 << 16));
-  const int64_t n_used = c.require_positive("num_experts_per_tok", 1 << 16);
-  CLB_CHECK(n_used <= s.n_expert, "%s: num_experts_per_tok %lld exceeds %s %d", where.c_str(),
+  const int64_t n_used = c.require_positive(fam.used_count_key, 1 << 16);
+  CLB_CHECK(n_used <= s.n_expert, "%s: %s %lld exceeds %s %d", where.c_str(), fam.used_count_key,
             static_cast<long long>(n_used), fam.expert_count_key, s.n_expert);
 
   // What the GGUF family cannot say: refused, not dropped.
@@ -177,11 +177,28 @@ HfShape hf_config_to_gguf(const json& config, const HfFamily& fam, GgufWriter& w
               "%s: use_sliding_window true: sliding-window attention is not converted for %s",
               where.c_str(), std::string(fam.hf_arch).c_str());
   const int64_t n_ctx = c.positive("max_position_embeddings", 1 << 24).value_or(4096);
-  if (auto window = c.positive("sliding_window", 1 << 24); window && !c.has("use_sliding_window"))
+  if (fam.alternating_windows) {
+    if (c.has("layer_types")) {
+      const json& lt = c.at("layer_types");
+      CLB_CHECK(lt.is_array() && lt.size() == static_cast<size_t>(s.n_layer),
+                "%s: layer_types: expected one entry per layer (%d)", where.c_str(), s.n_layer);
+      for (size_t l = 0; l < lt.size(); ++l)
+        CLB_CHECK(lt[l] == (l % 2 == 0 ? "sliding_attention" : "full_attention"),
+                  "%s: layer_types[%zu] is %s: %s files slide on even layers and attend fully on "
+                  "odd ones",
+                  where.c_str(), l, lt[l].dump().substr(0, 40).c_str(),
+                  std::string(fam.gguf_arch).c_str());
+    }
+    if (auto limit = c.number("swiglu_limit", 0, 1e6))
+      CLB_CHECK(*limit == 7.0, "%s: swiglu_limit %g: %s files clamp at 7", where.c_str(), *limit,
+                std::string(fam.gguf_arch).c_str());
+  } else if (auto window = c.positive("sliding_window", 1 << 24);
+             window && !c.has("use_sliding_window")) {
     CLB_CHECK(*window >= n_ctx,
               "%s: sliding_window %lld below the context %lld: not converted for %s", where.c_str(),
               static_cast<long long>(*window), static_cast<long long>(n_ctx),
               std::string(fam.hf_arch).c_str());
+  }
   if (auto freq = c.positive("moe_layer_freq"))
     CLB_CHECK(*freq == 1,
               "%s: moe_layer_freq %lld: dense layers between MoE layers are not converted",
@@ -344,6 +361,8 @@ uint32_t file_type_of(DType t) {
       return 9;
     case DType::BF16:
       return 32;
+    case DType::MXFP4:
+      return 38;  // MXFP4_MOE: the experts MXFP4, the rest as asked
     default:
       return 0;
   }
@@ -440,6 +459,8 @@ struct Planned {
   int64_t rows_per_source = 0;  // kExperts
   int head_dim = 0;             // kRopeRows
   int nope = 0, v = 0;          // kLatentKeys / kLatentValues: each head's key and value rows
+  int pick = -1;                // kMxfp4Experts rows, kPickCols columns: even (0) or odd (1)
+  int64_t src_rows = 0;         // kMxfp4Experts: rows of each expert in the source
   bool vector = false;          // a 1-D source
 };
 
@@ -488,6 +509,8 @@ class Planner {
     Planned t;
     t.name = hf_rule_name(rule.gguf, layer);
     t.layout = rule.layout;
+    t.pick = rule.pick;
+    if (rule.layout == HfLayout::kMxfp4Experts) return add_mxfp4(rule, layer, std::move(t));
     if (rule.layout == HfLayout::kExperts) {
       const std::string first = hf_rule_name(rule.hf, layer, 0);
       if (!set_.find(first)) {
@@ -557,6 +580,14 @@ class Planner {
         need_matrix();
         t.ne = {cols, rows, static_cast<int64_t>(t.sources.size())};
         break;
+      case HfLayout::kPickCols:
+        need_matrix();
+        CLB_CHECK(cols % 2 == 0, "%s: tensor %s: %lld columns do not hold two interleaved sets",
+                  where_.c_str(), hf0.c_str(), static_cast<long long>(cols));
+        t.ne = {cols / 2, rows};
+        break;
+      case HfLayout::kMxfp4Experts:
+        CLB_ASSERT(false);
       case HfLayout::kLatentKeys:
       case HfLayout::kLatentValues: {
         need_matrix();
@@ -608,6 +639,44 @@ class Planner {
   std::vector<Planned>& plan() { return plan_; }
 
  private:
+  // NAME_blocks (experts, rows, blocks, 16) and NAME_scales (experts, rows,
+  // blocks), both U8: stay MXFP4 whatever the output type, as llama.cpp's
+  // MXFP4_MOE files keep them.
+  void add_mxfp4(const HfTensorRule& rule, int layer, Planned t) {
+    const std::string base = hf_rule_name(rule.hf, layer);
+    const SafetensorsSet::Entry* blocks = set_.find(base + "_blocks");
+    const SafetensorsSet::Entry* scales = set_.find(base + "_scales");
+    CLB_CHECK(blocks && scales, "%s: tensor %s_%s is missing", where_.c_str(), base.c_str(),
+              blocks ? "scales" : "blocks");
+    used_.insert(blocks->tensor->name);
+    used_.insert(scales->tensor->name);
+    const auto& b = blocks->tensor->shape;
+    const auto& sc = scales->tensor->shape;
+    CLB_CHECK(
+        blocks->tensor->dtype == StDType::kU8 && b.size() == 4 && b[0] == shape_.n_expert &&
+            b[3] == 16,
+        "%s: tensor %s_blocks: expected U8 (%d experts, rows, blocks, 16), has %s of %zu dims",
+        where_.c_str(), base.c_str(), shape_.n_expert, st_dtype_name(blocks->tensor->dtype),
+        b.size());
+    CLB_CHECK(scales->tensor->dtype == StDType::kU8 && sc.size() == 3 && sc[0] == b[0] &&
+                  sc[1] == b[1] && sc[2] == b[2],
+              "%s: tensor %s_scales: expected U8 (%lld, %lld, %lld), one E8M0 exponent per block "
+              "of its _blocks",
+              where_.c_str(), base.c_str(), static_cast<long long>(b[0]),
+              static_cast<long long>(b[1]), static_cast<long long>(b[2]));
+    CLB_CHECK(rule.pick < 0 || b[1] % 2 == 0,
+              "%s: tensor %s_blocks: %lld rows do not hold gate and up interleaved", where_.c_str(),
+              base.c_str(), static_cast<long long>(b[1]));
+    t.src_rows = b[1];
+    t.rows_per_source = rule.pick < 0 ? b[1] : b[1] / 2;
+    t.ne = {b[2] * 32, t.rows_per_source, b[0]};
+    t.type = DType::MXFP4;
+    t.sources.push_back(Source{*blocks, scales});
+    CLB_CHECK(names_.insert(t.name).second, "%s: two rules make %s", where_.c_str(),
+              t.name.c_str());
+    plan_.push_back(std::move(t));
+  }
+
   // The entry, with its FP8 scales where it has them.
   Source source(const SafetensorsSet::Entry& e) {
     used_.insert(e.tensor->name);
@@ -660,6 +729,35 @@ void fill_range(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
     read_row(t.sources[0], 0, src.data());
     for (int64_t i = 0; i < cols; ++i) f[i] = src[source_row(t, i).second];
     quantize_weights(t.type, f.data(), dst, cols);
+    return;
+  }
+  if (t.layout == HfLayout::kMxfp4Experts) {
+    // GGUF row r: expert r / rows, its row r % rows (of the picked set).
+    const Source& s = t.sources[0];
+    const int64_t nb = t.ne[0] / 32;
+    const uint8_t* blocks = s.w.file->data(*s.w.tensor);
+    const uint8_t* scales = s.scale->file->data(*s.scale->tensor);
+    for (int64_t r = row0; r < row0 + n; ++r) {
+      const int64_t e = r / t.rows_per_source, i = r % t.rows_per_source;
+      const int64_t src = e * t.src_rows + (t.pick < 0 ? i : 2 * i + t.pick);
+      uint8_t* out = dst + static_cast<size_t>(r - row0) * out_row;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* in = blocks + static_cast<size_t>((src * nb + b) * 16);
+        out[b * 17] = scales[src * nb + b];
+        auto code = [&](int k) { return (in[k / 2] >> (4 * (k % 2))) & 15; };
+        for (int j = 0; j < 16; ++j)
+          out[b * 17 + 1 + j] = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
+      }
+    }
+    return;
+  }
+  if (t.layout == HfLayout::kPickCols) {
+    std::vector<float> src(static_cast<size_t>(cols * 2));
+    for (int64_t r = row0; r < row0 + n; ++r) {
+      read_row(t.sources[0], r, src.data());
+      for (int64_t i = 0; i < cols; ++i) f[i] = src[2 * i + t.pick];
+      quantize_weights(t.type, f.data(), dst + static_cast<size_t>(r - row0) * out_row, cols);
+    }
     return;
   }
   if (t.layout == HfLayout::kLatentKeys) {
@@ -769,7 +867,10 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
     for (auto [t, b] : bytes)
       if (b > best) best = b, main_type = t;
   }
-  w.set_u32("general.file_type", file_type_of(main_type));
+  // llama.cpp's MXFP4_MOE when the experts are MXFP4, whatever the rest is.
+  const bool mxfp4 = std::any_of(plan.begin(), plan.end(),
+                                 [](const Planned& t) { return t.type == DType::MXFP4; });
+  w.set_u32("general.file_type", mxfp4 ? file_type_of(DType::MXFP4) : file_type_of(main_type));
   if (dtype_info(main_type).block_size > 1) w.set_u32("general.quantization_version", 2);
 
   // The tokenizer and chat template.

@@ -36,7 +36,7 @@ struct HfConvertOptions {
   // type quantize_weights has (matrices whose rows do not fill whole blocks
   // become F16).
   std::optional<DType> type;
-  std::string name;  // general.name; "" takes the folder's name
+  std::string name;   // general.name; "" takes the folder's name
   int n_threads = 0;  // threads converting rows; 0: all cores
   // Bytes of tensor data written so far, of total.
   std::function<void(uint64_t done, uint64_t total)> progress;

@@ -178,6 +178,44 @@ constexpr HfTensorRule kDeepseek2[] = {
      .layers = HfLayers::kMoe},
 };
 
+// GPT-OSS (modeling_gpt_oss.py, OpenAI's MXFP4 release): attention sinks,
+// biases on every projection and the router, gate and up of each expert
+// interleaved in one MXFP4 matrix.
+constexpr HfTensorRule kGptOss[] = {
+    COLIBRI_HF_ATTENTION(L::kAsIs),
+    {"model.layers.{L}.self_attn.o_proj.bias", "blk.{L}.attn_output.bias", L::kAsIs, true},
+    {"model.layers.{L}.self_attn.sinks", "blk.{L}.attn_sinks.weight"},
+    {"model.layers.{L}.post_attention_layernorm.weight", "blk.{L}.post_attention_norm.weight"},
+    {.hf = "model.layers.{L}.mlp.router.weight",
+     .gguf = "blk.{L}.ffn_gate_inp.weight",
+     .keep_f32 = true},
+    {.hf = "model.layers.{L}.mlp.router.bias", .gguf = "blk.{L}.ffn_gate_inp.bias"},
+    {.hf = "model.layers.{L}.mlp.experts.gate_up_proj",
+     .gguf = "blk.{L}.ffn_gate_exps.weight",
+     .layout = L::kMxfp4Experts,
+     .pick = 0},
+    {.hf = "model.layers.{L}.mlp.experts.gate_up_proj",
+     .gguf = "blk.{L}.ffn_up_exps.weight",
+     .layout = L::kMxfp4Experts,
+     .pick = 1},
+    {.hf = "model.layers.{L}.mlp.experts.down_proj",
+     .gguf = "blk.{L}.ffn_down_exps.weight",
+     .layout = L::kMxfp4Experts},
+    {.hf = "model.layers.{L}.mlp.experts.gate_up_proj_bias",
+     .gguf = "blk.{L}.ffn_gate_exps.bias",
+     .layout = L::kPickCols,
+     .keep_f32 = true,
+     .pick = 0},
+    {.hf = "model.layers.{L}.mlp.experts.gate_up_proj_bias",
+     .gguf = "blk.{L}.ffn_up_exps.bias",
+     .layout = L::kPickCols,
+     .keep_f32 = true,
+     .pick = 1},
+    {.hf = "model.layers.{L}.mlp.experts.down_proj_bias",
+     .gguf = "blk.{L}.ffn_down_exps.bias",
+     .keep_f32 = true},
+};
+
 #undef COLIBRI_HF_ATTENTION
 
 // Routing keys of the families that state their routing (routing_from_file).
@@ -188,6 +226,11 @@ constexpr HfConfigKey kGlm4MoeKeys[] = {
     {"norm_topk_prob", "expert_weights_norm", HfValue::kBool, true},
     {"n_group", "expert_group_count", HfValue::kU32},
     {"topk_group", "expert_group_used_count", HfValue::kU32},
+};
+
+constexpr HfConfigKey kGptOssKeys[] = {
+    {"intermediate_size", "expert_feed_forward_length", HfValue::kU32, true},
+    {"sliding_window", "attention.sliding_window", HfValue::kU32, true},
 };
 
 constexpr HfConfigKey kDeepseek2Keys[] = {
@@ -232,6 +275,13 @@ const HfFamily kFamilies[] = {
      .nextn_key = "num_nextn_predict_layers",
      .gating_func = 2,
      .partial_rotary = true},
+    {.hf_arch = "GptOssForCausalLM",
+     .gguf_arch = "gpt-oss",
+     .tensors = rules(kGptOss),
+     .keys = rules(kGptOssKeys),
+     .expert_count_key = "num_local_experts",
+     .used_count_key = "experts_per_token",
+     .alternating_windows = true},
     {.hf_arch = "DeepseekV3ForCausalLM",
      .gguf_arch = "deepseek2",
      .tensors = rules(kDeepseek2),

@@ -29,6 +29,14 @@ enum class HfLayout {
   // and attn_v_b (each head's value rows as stored).
   kLatentKeys,
   kLatentValues,
+  // MXFP4 experts as OpenAI ships them (GPT-OSS): NAME_blocks (experts, rows,
+  // blocks, 16 bytes: element 2j in byte j's low nibble, 2j + 1 in its high
+  // one) and NAME_scales (experts, rows, blocks: E8M0), repacked into GGUF's
+  // MXFP4 blocks (the scale, then element j low and j + 16 high in byte j).
+  kMxfp4Experts,
+  // One of two interleaved column sets of a matrix (pick 0: even, 1: odd),
+  // as GPT-OSS stores its gate and up biases in one (experts, 2 * n_ff).
+  kPickCols,
 };
 
 // Which layers a rule applies to: families with leading dense layers
@@ -42,6 +50,9 @@ struct HfTensorRule {
   bool optional = false;  // present in some checkpoints only (biases, lm_head when tied)
   bool keep_f32 = false;  // stays F32 whatever the output type (the router)
   HfLayers layers = HfLayers::kAll;
+  // kMxfp4Experts: the rows of one of two interleaved sets (gate even, up
+  // odd); kPickCols: the columns. -1: all.
+  int pick = -1;
 };
 
 enum class HfValue { kU32, kF32, kBool };
@@ -61,6 +72,8 @@ struct HfFamily {
   std::span<const HfConfigKey> keys = {};      // beyond the common ones
   // config.json's name for the expert count.
   const char* expert_count_key = "num_experts";
+  // ... and for the experts each token uses.
+  const char* used_count_key = "num_experts_per_tok";
   // The value of config.json's "norm_topk_prob" the GGUF family always uses
   // (its table entry routes that way); a config that says otherwise cannot
   // be represented. nullopt: the family states it in a key (keys above).
@@ -81,6 +94,10 @@ struct HfFamily {
   // qk_rope_head_dim and v_head_dim give the head sizes (the GGUF keys of
   // the absorbed form: a single KV head of kv_lora_rank + rope values).
   bool mla = false;
+  // Sliding-window attention on alternate layers (GPT-OSS): sliding_window
+  // is a key of its own and layer_types must alternate sliding and full,
+  // starting with sliding, as the GGUF family's pattern has it.
+  bool alternating_windows = false;
 };
 
 // The rules every family shares: embeddings, the final norm, the output.

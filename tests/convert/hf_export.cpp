@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -38,6 +39,7 @@ const Family kFamilies[] = {
     {"llama", "MixtralForCausalLM", true, true, "num_local_experts"},
     {"glm4moe", "Glm4MoeForCausalLM", false, false, "n_routed_experts"},
     {"deepseek2", "DeepseekV3ForCausalLM", false, false, "n_routed_experts"},
+    {"gpt-oss", "GptOssForCausalLM", false, false, "num_local_experts"},
 };
 
 // "blk.3.ffn_up_exps.weight" -> Hugging Face names ({E} for each expert).
@@ -49,6 +51,16 @@ std::string hf_name(const Family& f, const std::string& gguf) {
   static const std::regex blk(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
   if (!std::regex_match(gguf, m, blk)) fail("export: no Hugging Face name for %s", gguf.c_str());
   const bool glm = std::string(f.gguf) == "glm4moe" || std::string(f.gguf) == "deepseek2";
+  // GPT-OSS (modeling_gpt_oss.py).
+  static const std::map<std::string, std::string> oss = {
+      {"attn_sinks", "self_attn.sinks"},
+      {"post_attention_norm", "post_attention_layernorm"},
+      {"ffn_gate_inp", "mlp.router"},
+      {"attn_output", "self_attn.o_proj"}};
+  if (auto it = oss.find(m[2].str()); std::string(f.gguf) == "gpt-oss" && it != oss.end()) {
+    const std::string p = "model.layers." + m[1].str() + "." + it->second;
+    return m[2].str() == "attn_sinks" ? p : p + "." + m[3].str();
+  }
   // DeepSeek's latent attention (modeling_deepseek.py).
   static const std::map<std::string, std::string> mla = {
       {"attn_q_a", "self_attn.q_a_proj"},
@@ -180,11 +192,31 @@ json config_of(const GgufFile& g, const Family& f) {
           {"mscale_all_dim", m}};
     }
   }
+  if (std::string(f.gguf) == "gpt-oss") {
+    c.erase("num_experts_per_tok");
+    c["experts_per_token"] = g.require_uint(p + "expert_used_count");
+    c["intermediate_size"] = g.require_uint(p + "expert_feed_forward_length");
+    c["sliding_window"] = g.require_uint(p + "attention.sliding_window");
+    json types = json::array();
+    for (uint64_t l = 0; l < g.require_uint(p + "block_count"); ++l)
+      types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+    c["layer_types"] = types;
+    c["swiglu_limit"] = 7.0;
+    c["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", g.get_float(p + "rope.scaling.factor").value()},
+                         {"original_max_position_embeddings",
+                          g.require_uint(p + "rope.scaling.original_context_length")},
+                         {"beta_fast", 32.0},
+                         {"beta_slow", 1.0},
+                         {"truncate", false}};
+    c["quantization_config"] = {{"quant_method", "mxfp4"}};
+    c.erase("hidden_act");
+  }
   if (std::string(f.gguf) == "qwen3moe") c["norm_topk_prob"] = true;
   if (std::string(f.gguf) == "qwen2moe" || std::string(f.gguf) == "olmoe")
     c["norm_topk_prob"] = false;
   if (!c.contains("rope_scaling")) c["rope_scaling"] = nullptr;
-  c["sliding_window"] = nullptr;
+  if (!c.contains("sliding_window")) c["sliding_window"] = nullptr;
   c["tie_word_embeddings"] = g.find_tensor("output.weight") == nullptr;
   c["torch_dtype"] = "float32";
   return c;
@@ -306,6 +338,65 @@ void write_json(const fs::path& p, const json& j) {
   CLB_CHECK(out.good(), "export: cannot write %s", p.c_str());
 }
 
+using PutRaw =
+    std::function<void(const std::string&, StDType, std::vector<int64_t>, std::vector<uint8_t>)>;
+
+// GPT-OSS experts as OpenAI ships them: gate and up interleaved by row in
+// gate_up_proj (even rows gate, odd rows up), MXFP4 as _blocks (element 2j
+// in byte j's low nibble, 2j + 1 in its high one) and _scales (E8M0); the
+// biases (experts, 2 n_ff) interleaved the same way. Written when the up
+// tensor comes (gate first in the file), down on its own.
+void export_oss_experts(const GgufFile& g, const GgufTensor& t, const PutRaw& put) {
+  const std::string layer = t.name.substr(0, t.name.find(".ffn_"));
+  const std::string pre = "model.layers." + layer.substr(4) + ".mlp.experts.";
+  const bool bias = t.name.size() > 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0;
+  const bool down = t.name.find("ffn_down_exps") != std::string::npos;
+  if (t.name.find("ffn_gate_exps") != std::string::npos) return;  // with up
+  std::vector<const GgufTensor*> parts;
+  if (down) {
+    parts = {&t};
+  } else {
+    parts = {g.find_tensor(layer + ".ffn_gate_exps" + (bias ? ".bias" : ".weight")), &t};
+    CLB_CHECK(parts[0] != nullptr, "export: %s without its gate", t.name.c_str());
+  }
+  const std::string name = pre + (down ? "down_proj" : "gate_up_proj");
+  if (bias) {
+    // (n_ff, experts) F32 each -> (experts, n_ff * parts) interleaved, F32.
+    const int64_t n = t.ne[0], E = t.ne[1], k = static_cast<int64_t>(parts.size());
+    std::vector<float> out(static_cast<size_t>(E * n * k));
+    for (int64_t p = 0; p < k; ++p) {
+      const float* x = reinterpret_cast<const float*>(g.tensor_data(*parts[p]));
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t i = 0; i < n; ++i) out[(e * n + i) * k + p] = x[e * n + i];
+    }
+    std::vector<uint8_t> bytes(out.size() * 4);
+    std::memcpy(bytes.data(), out.data(), bytes.size());
+    put(name + "_bias", StDType::kF32, {E, n * k}, std::move(bytes));
+    return;
+  }
+  CLB_CHECK(t.type == DType::MXFP4, "export: %s is %s; GPT-OSS experts are MXFP4", t.name.c_str(),
+            dtype_name(t.type));
+  const int64_t nb = t.ne[0] / 32, R = t.ne[1], E = t.ne[2], k = static_cast<int64_t>(parts.size());
+  std::vector<uint8_t> blocks(static_cast<size_t>(E * R * k * nb * 16)),
+      scales(static_cast<size_t>(E * R * k * nb));
+  for (int64_t p = 0; p < k; ++p) {
+    const uint8_t* x = g.tensor_data(*parts[p]);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* blk = x + ((e * R + r) * nb + b) * 17;  // E8M0, then j low / j + 16 high
+          const int64_t row = e * R * k + r * k + p;
+          scales[static_cast<size_t>(row * nb + b)] = blk[0];
+          auto code = [&](int i) { return i < 16 ? blk[1 + i] & 15 : blk[1 + i - 16] >> 4; };
+          for (int j = 0; j < 16; ++j)
+            blocks[static_cast<size_t>((row * nb + b) * 16 + j)] =
+                static_cast<uint8_t>(code(2 * j) | code(2 * j + 1) << 4);
+        }
+  }
+  put(name + "_blocks", StDType::kU8, {E, R * k, nb, 16}, std::move(blocks));
+  put(name + "_scales", StDType::kU8, {E, R * k, nb}, std::move(scales));
+}
+
 }  // namespace
 
 void export_hf_folder(const GgufFile& g, const fs::path& dir, const ExportOptions& o) {
@@ -334,6 +425,12 @@ void export_hf_folder(const GgufFile& g, const fs::path& dir, const ExportOption
                            : strprintf("model-%05d-of-%05d.safetensors", i + 1, o.n_shards);
   };
   size_t next = 0;
+  auto put_raw = [&](const std::string& name, StDType dt, std::vector<int64_t> shape,
+                     std::vector<uint8_t> bytes) {
+    const int s = static_cast<int>(next++ % shards.size());
+    shards[s].add(name, dt, std::move(shape), std::move(bytes));
+    weight_map.emplace_back(name, shard_name(s));
+  };
   auto put = [&](const std::string& name, std::vector<int64_t> shape,
                  const std::vector<float>& data) {
     const bool matrix = shape.size() == 2 && shape[0] > 1;
@@ -344,11 +441,22 @@ void export_hf_folder(const GgufFile& g, const fs::path& dir, const ExportOption
     weight_map.emplace_back(name, shard_name(s));
   };
 
+  const bool oss = arch == "gpt-oss";
   for (const GgufTensor& t : g.tensors()) {
-    CLB_CHECK(t.type == DType::F32, "export: %s is %s; export reads F32 weights", t.name.c_str(),
-              dtype_name(t.type));
     if (o.drop_lm_head && t.name == "output.weight") continue;
-    const float* x = reinterpret_cast<const float*>(g.tensor_data(t));
+    if (oss && (t.name.find("_exps.") != std::string::npos)) {
+      export_oss_experts(g, t, put_raw);
+      continue;
+    }
+    // Quantized weights are written as the F32 values they hold.
+    std::vector<float> deq;
+    if (t.type != DType::F32) {
+      deq.resize(static_cast<size_t>(t.n_elements()));
+      const size_t rb = row_bytes(t.type, t.ne[0]);
+      for (int64_t r = 0; r < t.n_elements() / t.ne[0]; ++r)
+        dequantize_row(t.type, g.tensor_data(t) + r * rb, deq.data() + r * t.ne[0], t.ne[0]);
+    }
+    const float* x = deq.empty() ? reinterpret_cast<const float*>(g.tensor_data(t)) : deq.data();
     if (t.name.find(".attn_v_b.") != std::string::npos) continue;  // merged with attn_k_b below
     if (t.name.find(".attn_k_b.") != std::string::npos) {
       // kv_b_proj: per head, nope key rows (attn_k_b transposed), then v value rows (attn_v_b).

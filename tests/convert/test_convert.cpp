@@ -244,6 +244,49 @@ TEST(HfConvert, Q8_0OfLlamaCppsQ8_0IsItsBytes) {
   EXPECT_EQ(got->get_uint("general.file_type"), q8->get_uint("general.file_type"));
 }
 
+// GPT-OSS as OpenAI ships it (MXFP4 experts with gate and up interleaved,
+// the rest BF16 or F32), from llama.cpp's MXFP4_MOE file: converting with
+// --type q8_0 must give that file's tensors byte for byte (its MXFP4 blocks
+// repacked, its Q8_0 values quantized again), its keys, tokens and logits.
+TEST(HfConvert, GptOssMxfp4IsLlamaCppsFile) {
+  const fs::path gguf = kGolden / "gptoss-mxfp4.gguf";
+  if (!fs::exists(gguf)) GTEST_SKIP() << "test data absent: " << gguf;
+  auto golden = GgufFile::open(gguf.string());
+  const fs::path folder = tmp().path / "gptoss-mxfp4";
+  test::ExportOptions eo;
+  eo.n_shards = 2;
+  test::export_hf_folder(*golden, folder, eo);
+  auto st = SafetensorsSet::open_dir(folder.string());
+  ASSERT_NE(st->find("model.layers.0.mlp.experts.gate_up_proj_blocks"), nullptr);
+  const fs::path out = convert(folder, DType::Q8_0);
+  auto got = GgufFile::open(out.string());
+  expect_same_tensors(*golden, *got);
+  expect_same_hparams(*golden, *got);
+  EXPECT_EQ(got->get_uint("general.file_type"), golden->get_uint("general.file_type"));
+  // The same bytes: the same logits as the golden file's, bit for bit (the
+  // golden test holds those to llama.cpp's, near-tie routing rules and all).
+  auto logits_of = [](const fs::path& model, const std::vector<int32_t>& tokens) {
+    EngineOptions o;
+    o.model_path = model.string();
+    o.n_ctx = 256;
+    o.n_batch = 128;
+    o.n_threads = 2;
+    o.kv_type = DType::F32;
+    o.store.no_history = true;
+    Engine engine(o);
+    std::vector<float> logits(tokens.size() * static_cast<size_t>(engine.n_vocab()));
+    std::vector<BatchToken> batch(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) batch[i] = {tokens[i], static_cast<int>(i), 0, true};
+    engine.transformer().forward(batch, engine.kv(), logits.data(), nullptr);
+    return logits;
+  };
+  const json ref = load_json(kGolden / "gptoss-mxfp4.json");
+  for (const json& c : ref["cases"]) {
+    const auto tokens = c["tokens"].get<std::vector<int32_t>>();
+    EXPECT_EQ(logits_of(out, tokens), logits_of(gguf, tokens)) << c["name"];
+  }
+}
+
 // BF16 checkpoints (what most models ship as) stay BF16, bit for bit, and
 // give llama.cpp's outputs within its BF16 tolerance.
 TEST(HfConvert, Bf16StaysBf16) {
@@ -368,9 +411,27 @@ TEST(HfConvert, PublishedConfigsGiveThePublishedShapes) {
            "routed_scaling_factor":2.5,"scoring_func":"sigmoid","seq_aux":true,"tie_word_embeddings":false,
            "topk_group":4,"topk_method":"noaux_tc","torch_dtype":"bfloat16","transformers_version":"4.33.1",
            "use_cache":true,"v_head_dim":128,"vocab_size":129280})"},
+      {"gpt-oss-20b",
+       R"({"architectures":["GptOssForCausalLM"],"attention_bias":true,"attention_dropout":0.0,
+           "eos_token_id":200002,"experts_per_token":4,"head_dim":64,"hidden_act":"silu","hidden_size":2880,
+           "initial_context_length":4096,"initializer_range":0.02,"intermediate_size":2880,
+           "max_position_embeddings":131072,"model_type":"gpt_oss","num_attention_heads":64,
+           "num_experts_per_tok":4,"num_hidden_layers":24,"num_key_value_heads":8,"num_local_experts":32,
+           "output_router_logits":false,"pad_token_id":199999,
+           "quantization_config":{"modules_to_not_convert":["model.layers.*.self_attn","model.layers.*.mlp.router",
+                                  "model.embed_tokens","lm_head"],"quant_method":"mxfp4"},
+           "rms_norm_eps":1e-05,"rope_scaling":{"beta_fast":32.0,"beta_slow":1.0,"factor":32.0,
+           "original_max_position_embeddings":4096,"rope_type":"yarn","truncate":false},"rope_theta":150000,
+           "router_aux_loss_coef":0.9,"sliding_window":128,"swiglu_limit":7.0,"tie_word_embeddings":false,
+           "use_cache":true,"vocab_size":201088})"},
   };
   for (const Case& c : cases) {
-    const json config = json::parse(c.config);
+    json config = json::parse(c.config);
+    if (config["architectures"][0] == "GptOssForCausalLM") {
+      // layer_types: sliding, full, sliding, ... (24 entries in the file).
+      for (int l = 0; l < 24; ++l)
+        config["layer_types"].push_back(l % 2 ? "full_attention" : "sliding_attention");
+    }
     const HfFamily* fam = find_hf_family(config["architectures"][0].get<std::string>());
     ASSERT_NE(fam, nullptr) << c.synth_shape;
     GgufWriter w;
@@ -413,6 +474,7 @@ TEST(HfConvert, PublishedConfigsGiveThePublishedShapes) {
     EXPECT_FLOAT_EQ(m.rms_eps, s->rms_eps) << c.synth_shape;
     EXPECT_FLOAT_EQ(m.rope_base, s->rope_base) << c.synth_shape;
     EXPECT_EQ(m.n_vocab, s->n_vocab) << c.synth_shape;
+    EXPECT_EQ(m.n_swa, s->n_swa) << c.synth_shape;
   }
 }
 
@@ -448,8 +510,8 @@ TEST(HfConvert, RefusesWhatItCannotConvert) {
   };
 
   EXPECT_NE(convert_edited(edit_config([](json& c) {
-              c["architectures"] = {"GptOssForCausalLM"};
-            })).find("architecture GptOssForCausalLM is not converted"),
+              c["architectures"] = {"Llama4ForConditionalGeneration"};
+            })).find("architecture Llama4ForConditionalGeneration is not converted"),
             std::string::npos);
   EXPECT_NE(convert_edited(edit_config([](json& c) {
               c["norm_topk_prob"] = false;

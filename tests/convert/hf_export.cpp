@@ -6,7 +6,6 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -42,14 +41,23 @@ const Family kFamilies[] = {
     {"gpt-oss", "GptOssForCausalLM", false, false, "num_local_experts"},
 };
 
+std::string replace_first(std::string s, const std::string& what, const std::string& with) {
+  const size_t at = s.find(what);
+  if (at != std::string::npos) s.replace(at, what.size(), with);
+  return s;
+}
+
 // "blk.3.ffn_up_exps.weight" -> Hugging Face names ({E} for each expert).
 std::string hf_name(const Family& f, const std::string& gguf) {
   if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
   if (gguf == "output_norm.weight") return "model.norm.weight";
   if (gguf == "output.weight") return "lm_head.weight";
-  std::smatch m;
-  static const std::regex blk(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
-  if (!std::regex_match(gguf, m, blk)) fail("export: no Hugging Face name for %s", gguf.c_str());
+  // blk.<layer>.<part>.<weight|bias>
+  const size_t d1 = gguf.find('.'), d2 = gguf.find('.', d1 + 1), d3 = gguf.rfind('.');
+  if (gguf.rfind("blk.", 0) != 0 || d2 == std::string::npos || d3 <= d2)
+    fail("export: no Hugging Face name for %s", gguf.c_str());
+  const std::string m[4] = {gguf, gguf.substr(d1 + 1, d2 - d1 - 1),
+                            gguf.substr(d2 + 1, d3 - d2 - 1), gguf.substr(d3 + 1)};
   const bool glm = std::string(f.gguf) == "glm4moe" || std::string(f.gguf) == "deepseek2";
   // GPT-OSS (modeling_gpt_oss.py).
   static const std::map<std::string, std::string> oss = {
@@ -57,9 +65,9 @@ std::string hf_name(const Family& f, const std::string& gguf) {
       {"post_attention_norm", "post_attention_layernorm"},
       {"ffn_gate_inp", "mlp.router"},
       {"attn_output", "self_attn.o_proj"}};
-  if (auto it = oss.find(m[2].str()); std::string(f.gguf) == "gpt-oss" && it != oss.end()) {
-    const std::string p = "model.layers." + m[1].str() + "." + it->second;
-    return m[2].str() == "attn_sinks" ? p : p + "." + m[3].str();
+  if (auto it = oss.find(m[2]); std::string(f.gguf) == "gpt-oss" && it != oss.end()) {
+    const std::string p = "model.layers." + m[1] + "." + it->second;
+    return m[2] == "attn_sinks" ? p : p + "." + m[3];
   }
   // DeepSeek's latent attention (modeling_deepseek.py).
   static const std::map<std::string, std::string> mla = {
@@ -69,7 +77,7 @@ std::string hf_name(const Family& f, const std::string& gguf) {
       {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
       {"attn_kv_a_norm", "self_attn.kv_a_layernorm"},
       {"attn_kv_b", "self_attn.kv_b_proj"}};
-  const std::string pre = "model.layers." + m[1].str() + ".", part = m[2].str(), kind = m[3].str();
+  const std::string pre = "model.layers." + m[1] + ".", part = m[2], kind = m[3];
   if (auto it = mla.find(part); it != mla.end()) return pre + it->second + "." + kind;
   const std::string moe = f.mixtral_names ? "block_sparse_moe." : "mlp.";
   static const std::map<std::string, std::string> attn = {
@@ -460,7 +468,7 @@ void export_hf_folder(const GgufFile& g, const fs::path& dir, const ExportOption
     if (t.name.find(".attn_v_b.") != std::string::npos) continue;  // merged with attn_k_b below
     if (t.name.find(".attn_k_b.") != std::string::npos) {
       // kv_b_proj: per head, nope key rows (attn_k_b transposed), then v value rows (attn_v_b).
-      const std::string vname = std::regex_replace(t.name, std::regex("attn_k_b"), "attn_v_b");
+      const std::string vname = replace_first(t.name, "attn_k_b", "attn_v_b");
       const GgufTensor* vt = g.find_tensor(vname);
       CLB_CHECK(vt != nullptr && vt->type == DType::F32, "export: %s without %s", t.name.c_str(),
                 vname.c_str());
@@ -475,8 +483,7 @@ void export_hf_folder(const GgufFile& g, const fs::path& dir, const ExportOption
           for (int64_t j = 0; j < lora; ++j)
             kv[(h * (nope + v) + nope + i) * lora + j] = vx[(h * v + i) * lora + j];
       }
-      put(hf_name(*f, std::regex_replace(t.name, std::regex("attn_k_b"), "attn_kv_b")),
-          {H * (nope + v), lora}, kv);
+      put(hf_name(*f, replace_first(t.name, "attn_k_b", "attn_kv_b")), {H * (nope + v), lora}, kv);
       continue;
     }
     const std::string name = hf_name(*f, t.name);
@@ -485,7 +492,7 @@ void export_hf_folder(const GgufFile& g, const fs::path& dir, const ExportOption
       // One (rows, cols) matrix per expert.
       for (int64_t e = 0; e < t.ne[2]; ++e) {
         std::vector<float> m(x + e * rows * cols, x + (e + 1) * rows * cols);
-        put(std::regex_replace(name, std::regex(R"(\{E\})"), std::to_string(e)), {rows, cols}, m);
+        put(replace_first(name, "{E}", std::to_string(e)), {rows, cols}, m);
       }
       continue;
     }

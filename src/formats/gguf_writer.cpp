@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace colibri {
@@ -294,24 +295,7 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-  std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  CLB_CHECK(f != nullptr, "%s: cannot create: %s", tmp.c_str(), std::strerror(errno));
-  try {
-    emit([&](const uint8_t* p, size_t n) {
-      CLB_CHECK(std::fwrite(p, 1, n, f) == n, "%s: write failed: %s", tmp.c_str(),
-                std::strerror(errno));
-    });
-    int rc = std::fclose(f);
-    f = nullptr;
-    CLB_CHECK(rc == 0, "%s: write failed: %s", tmp.c_str(), std::strerror(errno));
-    CLB_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "%s: cannot rename to %s: %s",
-              tmp.c_str(), path.c_str(), std::strerror(errno));
-  } catch (...) {
-    if (f) std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
+  write_file_atomically(path, [&](const ByteSink& sink) { emit(sink); });
 }
 
 }  // namespace colibri

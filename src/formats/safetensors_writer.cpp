@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace colibri {
@@ -26,31 +27,7 @@ std::string json_string(const std::string& s, const char* what) {
   }
 }
 
-using Sink = std::function<void(const uint8_t* p, size_t n)>;
-
-// Writes to path + ".tmp" through emit, then renames it over path.
-void write_atomically(const std::string& path, const std::function<void(const Sink&)>& emit) {
-  std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  CLB_CHECK(f != nullptr, "%s: cannot create: %s", tmp.c_str(), std::strerror(errno));
-  try {
-    emit([&](const uint8_t* p, size_t n) {
-      // A zero-size tensor's bytes may be a null pointer, which fwrite must not get.
-      if (n == 0) return;
-      CLB_CHECK(std::fwrite(p, 1, n, f) == n, "%s: write failed: %s", tmp.c_str(),
-                std::strerror(errno));
-    });
-    int rc = std::fclose(f);
-    f = nullptr;
-    CLB_CHECK(rc == 0, "%s: write failed: %s", tmp.c_str(), std::strerror(errno));
-    CLB_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "%s: cannot rename to %s: %s",
-              tmp.c_str(), path.c_str(), std::strerror(errno));
-  } catch (...) {
-    if (f) std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
-}
+using Sink = ByteSink;
 
 }  // namespace
 
@@ -125,7 +102,7 @@ std::vector<uint8_t> SafetensorsWriter::to_bytes() const {
 }
 
 void SafetensorsWriter::write(const std::string& path) const {
-  write_atomically(path, [&](const Sink& sink) {
+  write_file_atomically(path, [&](const Sink& sink) {
     std::vector<uint8_t> h = header();
     sink(h.data(), h.size());
     for (const Tensor& t : tensors_) sink(t.bytes.data(), t.bytes.size());
@@ -147,7 +124,7 @@ void write_safetensors_index(const std::string& path,
   } catch (const Json::exception&) {
     fail("%s: a tensor or shard name is not valid UTF-8", path.c_str());
   }
-  write_atomically(path, [&](const Sink& sink) {
+  write_file_atomically(path, [&](const Sink& sink) {
     sink(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   });
 }

@@ -761,15 +761,19 @@ void fill_range(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
     return;
   }
   if (t.layout == HfLayout::kLatentKeys) {
-    // Head h's row j is column j of its nope key rows.
+    // Head h's row j is column j of its nope key rows: each head's rows are
+    // read once, then transposed.
     const int64_t kv_lora = t.ne[1];
-    std::vector<float> src(static_cast<size_t>(kv_lora));
+    std::vector<float> keys(static_cast<size_t>(t.nope * kv_lora));
+    int64_t have = -1;
     for (int64_t r = row0; r < row0 + n; ++r) {
       const int64_t h = r / kv_lora, j = r % kv_lora;
-      for (int64_t i = 0; i < t.nope; ++i) {
-        read_row(t.sources[0], h * (t.nope + t.v) + i, src.data());
-        f[i] = src[j];
+      if (h != have) {
+        for (int64_t i = 0; i < t.nope; ++i)
+          read_row(t.sources[0], h * (t.nope + t.v) + i, &keys[i * kv_lora]);
+        have = h;
       }
+      for (int64_t i = 0; i < t.nope; ++i) f[i] = keys[i * kv_lora + j];
       quantize_weights(t.type, f.data(), dst + static_cast<size_t>(r - row0) * out_row, cols);
     }
     return;

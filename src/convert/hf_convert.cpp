@@ -587,7 +587,8 @@ class Planner {
         t.ne = {cols / 2, rows};
         break;
       case HfLayout::kMxfp4Experts:
-        CLB_ASSERT(false);
+      case HfLayout::kExpertColumns:
+        CLB_ASSERT(false);  // planned by add_mxfp4 / add_by_column
       case HfLayout::kLatentKeys:
       case HfLayout::kLatentValues: {
         need_matrix();
@@ -646,6 +647,10 @@ class Planner {
     const std::string base = hf_rule_name(rule.hf, layer);
     const SafetensorsSet::Entry* blocks = set_.find(base + "_blocks");
     const SafetensorsSet::Entry* scales = set_.find(base + "_scales");
+    if (!blocks && !scales) {
+      if (const SafetensorsSet::Entry* m = set_.find(base))
+        return add_by_column(rule, *m, std::move(t));
+    }
     CLB_CHECK(blocks && scales, "%s: tensor %s_%s is missing", where_.c_str(), base.c_str(),
               blocks ? "scales" : "blocks");
     used_.insert(blocks->tensor->name);
@@ -672,6 +677,34 @@ class Planner {
     t.ne = {b[2] * 32, t.rows_per_source, b[0]};
     t.type = DType::MXFP4;
     t.sources.push_back(Source{*blocks, scales});
+    CLB_CHECK(names_.insert(t.name).second, "%s: two rules make %s", where_.c_str(),
+              t.name.c_str());
+    plan_.push_back(std::move(t));
+  }
+
+  // The same experts dequantized (BF16 releases and fine-tunes): one
+  // (experts, in, out) tensor whose columns are the GGUF rows, gate and up
+  // interleaved by column where rule.pick says.
+  void add_by_column(const HfTensorRule& rule, const SafetensorsSet::Entry& m, Planned t) {
+    const SafetensorsTensor& st = *m.tensor;
+    used_.insert(st.name);
+    const auto& sh = st.shape;
+    CLB_CHECK(sh.size() == 3 && sh[0] == shape_.n_expert && sh[1] > 0 && sh[2] > 0,
+              "%s: tensor %s: expected (%d experts, in, out), has %zu dims", where_.c_str(),
+              st.name.c_str(), shape_.n_expert, sh.size());
+    CLB_CHECK(rule.pick < 0 || sh[2] % 2 == 0,
+              "%s: tensor %s: %lld columns do not hold gate and up interleaved", where_.c_str(),
+              st.name.c_str(), static_cast<long long>(sh[2]));
+    const auto src_type = natural_type(st.dtype);
+    CLB_CHECK(src_type.has_value() && st.dtype != StDType::kF8E4M3,
+              "%s: tensor %s: dtype %s is not converted (F32, F16, BF16)", where_.c_str(),
+              st.name.c_str(), st_dtype_name(st.dtype));
+    t.layout = HfLayout::kExpertColumns;
+    t.rows_per_source = rule.pick < 0 ? sh[2] : sh[2] / 2;
+    t.ne = {sh[1], t.rows_per_source, sh[0]};
+    t.type = type_.value_or(*src_type);
+    if (t.ne[0] % dtype_info(t.type).block_size != 0) t.type = DType::F16;
+    t.sources.push_back(Source{m});
     CLB_CHECK(names_.insert(t.name).second, "%s: two rules make %s", where_.c_str(),
               t.name.c_str());
     plan_.push_back(std::move(t));
@@ -748,6 +781,30 @@ void fill_range(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
         for (int j = 0; j < 16; ++j)
           out[b * 17 + 1 + j] = static_cast<uint8_t>(code(j) | code(j + 16) << 4);
       }
+    }
+    return;
+  }
+  if (t.layout == HfLayout::kExpertColumns) {
+    // Each expert's input rows are read once for all of its GGUF rows in
+    // the range, whose values are their columns.
+    const Source& s = t.sources[0];
+    const int64_t per = t.rows_per_source, in = cols;
+    std::vector<float> src(static_cast<size_t>(s.w.tensor->shape.back())), buf;
+    for (int64_t a = row0; a < row0 + n;) {
+      const int64_t e = a / per, b = std::min(row0 + n, (e + 1) * per);
+      buf.assign(static_cast<size_t>((b - a) * in), 0.f);
+      for (int64_t i = 0; i < in; ++i) {
+        read_row(s, e * in + i, src.data());
+        for (int64_t r = a; r < b; ++r) {
+          const int64_t o = r % per;
+          buf[static_cast<size_t>((r - a) * in + i)] =
+              src[static_cast<size_t>(t.pick < 0 ? o : 2 * o + t.pick)];
+        }
+      }
+      for (int64_t r = a; r < b; ++r)
+        quantize_weights(t.type, &buf[static_cast<size_t>((r - a) * in)],
+                         dst + static_cast<size_t>(r - row0) * out_row, in);
+      a = b;
     }
     return;
   }

@@ -33,7 +33,10 @@ enum class HfLayout {
   // blocks, 16 bytes: element 2j in byte j's low nibble, 2j + 1 in its high
   // one) and NAME_scales (experts, rows, blocks: E8M0), repacked into GGUF's
   // MXFP4 blocks (the scale, then element j low and j + 16 high in byte j).
+  // Where a release has the experts dequantized instead (NAME alone, shaped
+  // (experts, in, out)), each GGUF row is a column of it: kExpertColumns.
   kMxfp4Experts,
+  kExpertColumns,
   // One of two interleaved column sets of a matrix (pick 0: even, 1: odd),
   // as GPT-OSS stores its gate and up biases in one (experts, 2 * n_ff).
   kPickCols,

@@ -382,8 +382,25 @@ void export_oss_experts(const GgufFile& g, const GgufTensor& t, const PutRaw& pu
     put(name + "_bias", StDType::kF32, {E, n * k}, std::move(bytes));
     return;
   }
-  CLB_CHECK(t.type == DType::MXFP4, "export: %s is %s; GPT-OSS experts are MXFP4", t.name.c_str(),
-            dtype_name(t.type));
+  if (t.type == DType::F32) {
+    // The dequantized release (transformers' GptOssExperts): (experts, in,
+    // out) matrices, gate and up interleaved by column.
+    const int64_t in = t.ne[0], R = t.ne[1], E = t.ne[2], k = static_cast<int64_t>(parts.size());
+    std::vector<float> out(static_cast<size_t>(E * in * R * k));
+    for (int64_t p = 0; p < k; ++p) {
+      const float* x = reinterpret_cast<const float*>(g.tensor_data(*parts[p]));
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t i = 0; i < in; ++i)
+            out[(e * in + i) * R * k + r * k + p] = x[(e * R + r) * in + i];
+    }
+    std::vector<uint8_t> bytes(out.size() * 4);
+    std::memcpy(bytes.data(), out.data(), bytes.size());
+    put(name, StDType::kF32, {E, in, R * k}, std::move(bytes));
+    return;
+  }
+  CLB_CHECK(t.type == DType::MXFP4, "export: %s is %s; GPT-OSS experts are MXFP4 or F32",
+            t.name.c_str(), dtype_name(t.type));
   const int64_t nb = t.ne[0] / 32, R = t.ne[1], E = t.ne[2], k = static_cast<int64_t>(parts.size());
   std::vector<uint8_t> blocks(static_cast<size_t>(E * R * k * nb * 16)),
       scales(static_cast<size_t>(E * R * k * nb));

@@ -207,7 +207,8 @@ INSTANTIATE_TEST_SUITE_P(Families, GoldenRoundTrip,
                                            RoundTrip{"qwen2moe-f32", 1}, RoundTrip{"olmoe-f32", 3},
                                            RoundTrip{"mixtral-f32", 2, false},
                                            RoundTrip{"glm4moe-f32", 1},
-                                           RoundTrip{"deepseek-v3-f32", 2}),
+                                           RoundTrip{"deepseek-v3-f32", 2},
+                                           RoundTrip{"gptoss-f32", 1}),
                          [](const auto& info) {
                            std::string s = info.param.model;
                            std::replace(s.begin(), s.end(), '-', '_');

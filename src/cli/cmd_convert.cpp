@@ -58,9 +58,9 @@ int convert(const ConvertArgs& a) {
 
 Runner add_convert(CLI::App& app) {
   auto a = std::make_shared<ConvertArgs>();
-  CLI::App* c = app.add_subcommand(
-      "convert",
-      "convert a Hugging Face model folder (config.json, *.safetensors, tokenizer.json) to GGUF");
+  CLI::App* c = app.add_subcommand("convert",
+                                   "convert a Hugging Face model folder (config.json, "
+                                   "*.safetensors, tokenizer.json or tiktoken.model) to GGUF");
   c->add_option("folder", a->folder, "the model folder")->required();
   c->add_option("-o,--output", a->out, "output GGUF file")->required();
   c->add_option("--type", a->type,

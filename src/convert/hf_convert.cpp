@@ -17,6 +17,7 @@
 #include "formats/safetensors.h"
 #include "model/arch.h"
 #include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tiktoken.h"
 
 namespace colibri {
 
@@ -61,6 +62,77 @@ std::optional<json> read_json(const fs::path& folder, const char* name, bool req
   } catch (const json::exception& e) {
     fail("%s: not valid JSON: %s", p.c_str(), e.what());
   }
+}
+
+// The folder's tiktoken BPE file: tiktoken.model, else its one *.tiktoken.
+std::optional<std::string> tiktoken_file(const fs::path& folder) {
+  std::error_code ec;
+  if (fs::exists(folder / "tiktoken.model", ec)) return "tiktoken.model";
+  std::optional<std::string> found;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    if (e.path().extension() != ".tiktoken") continue;
+    CLB_CHECK(!found, "%s: two tiktoken files, %s and %s", folder.c_str(), found->c_str(),
+              e.path().filename().c_str());
+    found = e.path().filename().string();
+  }
+  return found;
+}
+
+// The tokenizer module tokenizer_config.json's auto_map names
+// ("tokenization_kimi.TikTokenTokenizer" -> tokenization_kimi.py), else the
+// folder's one tokenization_*.py.
+std::string tokenizer_module(const fs::path& folder, const json* tok_cfg) {
+  const json* map = tok_cfg && tok_cfg->contains("auto_map") ? &(*tok_cfg)["auto_map"] : nullptr;
+  const json* entry = map && map->is_object() && map->contains("AutoTokenizer")
+                          ? &(*map)["AutoTokenizer"]
+                          : nullptr;
+  if (entry && entry->is_array() && !entry->empty()) entry = &(*entry)[0];
+  if (entry && entry->is_string()) {
+    const std::string cls = entry->get<std::string>();
+    const size_t dot = cls.rfind('.');
+    const std::string module = dot == std::string::npos ? cls : cls.substr(0, dot);
+    CLB_CHECK(!module.empty() && module.find_first_of("/\\.") == std::string::npos,
+              "%s: tokenizer_config.json: auto_map.AutoTokenizer \"%s\" does not name a module "
+              "of the folder",
+              folder.c_str(), cls.c_str());
+    return module + ".py";
+  }
+  std::optional<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("tokenization_") || e.path().extension() != ".py") continue;
+    CLB_CHECK(!found,
+              "%s: two tokenizer modules, %s and %s, and no auto_map.AutoTokenizer in "
+              "tokenizer_config.json to choose",
+              folder.c_str(), found->c_str(), name.c_str());
+    found = name;
+  }
+  CLB_CHECK(found.has_value(),
+            "%s: a tiktoken tokenizer, but no tokenization_*.py module gives its split regex",
+            folder.c_str());
+  return *found;
+}
+
+// A folder without tokenizer.json: its tiktoken files as the tokenizer.json
+// they convert to; files.tokenizer_name names them in errors.
+json tiktoken_folder_tokenizer(const fs::path& folder, const json* tok_cfg,
+                               HfTokenizerFiles& files) {
+  const std::optional<std::string> ranks_name = tiktoken_file(folder);
+  CLB_CHECK(ranks_name.has_value(),
+            "%s: the folder has no tokenizer.json (nor a tiktoken.model or *.tiktoken file)",
+            folder.c_str());
+  const std::string module_name = tokenizer_module(folder, tok_cfg);
+  const std::string ranks = *read_text(folder, ranks_name->c_str(), true);
+  const std::string module = *read_text(folder, module_name.c_str(), true);
+  TiktokenFiles tk;
+  tk.ranks = ranks;
+  tk.ranks_name = *ranks_name;
+  tk.module = module;
+  tk.module_name = module_name;
+  tk.tokenizer_config = tok_cfg;
+  files.tokenizer_name = *ranks_name + " with " + module_name;
+  return tiktoken_tokenizer_json(tk, folder.string());
 }
 
 }  // namespace
@@ -132,11 +204,12 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
 
   // The tokenizer and chat template.
   {
-    const json tok = *read_json(folder, "tokenizer.json", true);
     const auto tok_cfg = read_json(folder, "tokenizer_config.json", false);
     const auto gen_cfg = read_json(folder, "generation_config.json", false);
     HfTokenizerFiles files;
-    files.tokenizer = &tok;
+    std::optional<json> tok = read_json(folder, "tokenizer.json", false);
+    if (!tok) tok = tiktoken_folder_tokenizer(folder, tok_cfg ? &*tok_cfg : nullptr, files);
+    files.tokenizer = &*tok;
     files.tokenizer_config = tok_cfg ? &*tok_cfg : nullptr;
     files.config = &config;
     files.generation_config = gen_cfg ? &*gen_cfg : nullptr;

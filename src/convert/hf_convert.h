@@ -2,8 +2,10 @@
 //
 // The folder is what `huggingface-cli download` leaves: config.json,
 // model.safetensors or model.safetensors.index.json and its shards,
-// tokenizer.json, and optionally tokenizer_config.json (special tokens, the
-// chat template) and generation_config.json. Every input is untrusted: a
+// tokenizer.json (or a tiktoken BPE file with the Python module that gives its
+// split regex, as Kimi-K2 ships its tokenizer: tokenizer/tiktoken.h), and
+// optionally tokenizer_config.json (special tokens, the chat template) and
+// generation_config.json. Every input is untrusted: a
 // missing file, key or tensor, a shape that disagrees with the config, a
 // tensor no rule maps, a dtype that cannot be converted end in an Error that
 // names the file and the field, before anything is written.

@@ -69,6 +69,10 @@ constexpr ModelPattern kModelPatterns[] = {
     // Qwen3.5.
     {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      "qwen35", 0},
+    // Kimi-K2 (tokenization_kimi.py's pat_str): o200k's words with Han runs
+    // apart, the exclusion written as a class intersection.
+    {R"([\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     "kimi-k2", 0},
     // DeepSeek-V3's second Split: [一-龥぀-ゟ゠-ヿ]+ as literal code points.
     {"[\xE4\xB8\x80-\xE9\xBE\xA5\xE3\x81\x80-\xE3\x82\x9F\xE3\x82\xA0-\xE3\x83\xBF]+",
      "deepseek-v3", 1},
@@ -177,6 +181,7 @@ void Importer::refuse(const char* file, const char* fmt, ...) const {
   va_start(ap, fmt);
   const std::string msg = vstrprintf(fmt, ap);
   va_end(ap);
+  if (file == kTokenizerJson) file = files_.tokenizer_name.c_str();
   fail("%s: %s: %s", where_.c_str(), file, msg.c_str());
 }
 

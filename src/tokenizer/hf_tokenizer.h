@@ -40,6 +40,9 @@ struct HfTokenizerFiles {
   // chat_template.jinja, when the folder has one: used when tokenizer_config
   // has no chat_template (as llama.cpp does).
   const std::string* chat_template = nullptr;
+  // What errors call the tokenizer: "tokenizer.json", or the files it was
+  // built from (tiktoken.h).
+  std::string tokenizer_name = "tokenizer.json";
 };
 
 // Writes tokenizer.ggml.model, .pre, .tokens, .token_type, .merges (gpt2) or

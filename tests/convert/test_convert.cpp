@@ -215,6 +215,132 @@ INSTANTIATE_TEST_SUITE_P(Families, GoldenRoundTrip,
                            return s;
                          });
 
+// A folder with a tiktoken tokenizer instead of tokenizer.json, as Qwen-7B
+// and Kimi-K2 ship theirs: the DeepSeek-V3 golden model, whose vocabulary is
+// qwen.tiktoken's first 4094 ranks with <|endoftext|> and <|im_end|> after
+// them, written with those ranks cut from ../shared's qwen.tiktoken.
+struct TiktokenFolder {
+  fs::path dir;
+  std::unique_ptr<GgufFile> golden;
+};
+TiktokenFolder tiktoken_folder(const std::string& name, const std::string& ranks_name,
+                               const std::string& module_name, const std::string& module,
+                               const json& tokenizer_config) {
+  TiktokenFolder f;
+  f.golden = GgufFile::open((kGolden / "deepseek-v3-f32.gguf").string());
+  f.dir = tmp().path / name;
+  test::export_hf_folder(*f.golden, f.dir);
+  fs::remove(f.dir / "tokenizer.json");
+  std::ifstream in(fs::path(COLIBRI_SHARED_DIR) / "data/tokenizers/qwen/qwen.tiktoken");
+  std::ofstream ranks(f.dir / ranks_name);
+  std::string line;
+  for (int i = 0; i < 4094 && std::getline(in, line); ++i) ranks << line << "\n";
+  std::ofstream(f.dir / module_name) << module;
+  std::ofstream(f.dir / "tokenizer_config.json") << tokenizer_config.dump(2);
+  return f;
+}
+
+bool have_tiktoken_data() {
+  return fs::exists(kGolden / "deepseek-v3-f32.gguf") &&
+         fs::exists(fs::path(COLIBRI_SHARED_DIR) / "data/tokenizers/qwen/qwen.tiktoken");
+}
+
+// Qwen's layout: the converted vocabulary is llama.cpp's (tokens, types,
+// merges, pre-tokenizer, BOS/EOS) and gives its tokens and logits.
+TEST(HfConvert, TiktokenFolderGivesLlamaCppsVocabulary) {
+  if (!have_tiktoken_data()) GTEST_SKIP() << "test data absent: golden deepseek-v3, qwen.tiktoken";
+  const json cfg = {
+      {"added_tokens_decoder",
+       {{"4094", {{"content", "<|endoftext|>"}, {"special", true}}},
+        {"4095", {{"content", "<|im_end|>"}, {"special", true}}}}},
+      {"bos_token", "<|endoftext|>"},
+      {"eos_token", "<|im_end|>"},
+      {"add_bos_token", false},
+      {"auto_map", {{"AutoTokenizer", {"tokenization_qwen.QWenTokenizer", nullptr}}}}};
+  const TiktokenFolder f = tiktoken_folder(
+      "tiktoken-qwen", "qwen.tiktoken", "tokenization_qwen.py",
+      "PAT_STR = r\"\"\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+\"\"\"\n",
+      cfg);
+  const fs::path out = convert(f.dir);
+  auto got = GgufFile::open(out.string());
+  for (const char* key :
+       {"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+        "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token"}) {
+    const GgufValue* want = f.golden->find(key);
+    const GgufValue* have = got->find(key);
+    ASSERT_TRUE(want && have) << key;
+    EXPECT_EQ(gguf_value_to_string(*have, 1 << 30), gguf_value_to_string(*want, 1 << 30)) << key;
+  }
+  expect_same_tensors(*f.golden, *got);
+  expect_golden_outputs(out, load_json(kGolden / "deepseek-v3-f32.json"), 1e-3);
+}
+
+// Kimi-K2's layout (DeepseekV3ForCausalLM with tokenization_kimi.py's
+// TikTokenTokenizer): reserved special ids after the ranks, named by
+// added_tokens_decoder. Kimi-K2 reserves 256; this folder's module reserves
+// the 2 ids the golden model has. The weights give llama.cpp's logits.
+TEST(HfConvert, KimiStyleTiktokenFolder) {
+  if (!have_tiktoken_data()) GTEST_SKIP() << "test data absent: golden deepseek-v3, qwen.tiktoken";
+  const json cfg = {
+      {"added_tokens_decoder", {{"4094", {{"content", "[BOS]"}, {"special", true}}}}},
+      {"bos_token", "[BOS]"},
+      {"eos_token", "<|reserved_token_4095|>"},
+      {"tokenizer_class", "TikTokenTokenizer"},
+      {"auto_map", {{"AutoTokenizer", {"tokenization_kimi.TikTokenTokenizer", nullptr}}}}};
+  const std::string module = R"PY(
+class TikTokenTokenizer(PreTrainedTokenizer):
+    vocab_files_names = VOCAB_FILES_NAMES
+    special_tokens: Dict[str, int]
+    num_reserved_special_tokens = 2
+
+    pat_str = "|".join(
+        [
+            r"""[\p{Han}]+""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]
+    )
+)PY";
+  const TiktokenFolder f =
+      tiktoken_folder("tiktoken-kimi", "tiktoken.model", "tokenization_kimi.py", module, cfg);
+  const fs::path out = convert(f.dir);
+  auto got = GgufFile::open(out.string());
+  EXPECT_EQ(got->require_string("tokenizer.ggml.pre"), "kimi-k2");
+  const auto* want_tokens = f.golden->get_string_array("tokenizer.ggml.tokens");
+  const auto* tokens = got->get_string_array("tokenizer.ggml.tokens");
+  ASSERT_TRUE(want_tokens && tokens);
+  ASSERT_EQ(tokens->size(), 4096u);
+  for (size_t i = 0; i < 4094; ++i) ASSERT_EQ((*tokens)[i], (*want_tokens)[i]) << i;
+  EXPECT_EQ((*tokens)[4094], "[BOS]");
+  EXPECT_EQ((*tokens)[4095], "<|reserved_token_4095|>");
+  EXPECT_EQ(got->find("tokenizer.ggml.bos_token_id")->u, 4094u);
+  EXPECT_EQ(got->find("tokenizer.ggml.eos_token_id")->u, 4095u);
+  expect_same_tensors(*f.golden, *got);
+  expect_golden_outputs(out, load_json(kGolden / "deepseek-v3-f32.json"), 1e-3,
+                        /*check_tokens=*/false);
+
+  // Without the module, or with one that gives no regex, the error says so.
+  fs::rename(f.dir / "tokenization_kimi.py", f.dir / "kimi.py");
+  EXPECT_NE(error_of([&] { convert(f.dir); }).find("tokenization_kimi.py"), std::string::npos);
+  std::ofstream(f.dir / "tokenization_kimi.py") << "pat_str = compile_pattern()\n";
+  EXPECT_NE(error_of([&] {
+              convert(f.dir);
+            }).find("tokenization_kimi.py: pat_str line 1: expected a string literal"),
+            std::string::npos);
+  fs::remove(f.dir / "tiktoken.model");
+  EXPECT_NE(error_of([&] {
+              convert(f.dir);
+            }).find("no tokenizer.json (nor a tiktoken.model or *.tiktoken file)"),
+            std::string::npos);
+}
+
 // A Q8_0 file of llama.cpp's, dequantized, written as a Hugging Face folder
 // and converted with --type q8_0: Q8_0 of Q8_0 values is those values, so the
 // bytes must be llama.cpp's, and the types its quantizer chose per tensor

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "hf_import_util.h"
 #include "test_data.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -27,33 +28,16 @@ using json = nlohmann::json;
 
 const char* const kSpace = "\xE2\x96\x81";  // U+2581
 
-fs::path tokenizers_dir() {
-  return test::shared_dir() / "data/tokenizers";
-}
-fs::path vectors_dir() {
-  return test::shared_dir() / "data/tokenizer-vectors";
-}
+using test::expect_suite;
+using test::Imported;
+using test::tokenizers_dir;
+using test::vectors_dir;
 
 json read_json(const fs::path& p) {
   return json::parse(test::read_file(p));
 }
 
-// The GGUF bytes, the file read back and its tokenizer.
-struct Imported {
-  std::vector<uint8_t> bytes;
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-};
-
-Imported import(const HfTokenizerFiles& files) {
-  GgufWriter w;
-  import_hf_tokenizer(files, w, "model");
-  Imported m;
-  m.bytes = w.to_bytes();
-  m.file = GgufFile::parse(m.bytes.data(), m.bytes.size(), "imported.gguf");
-  m.tok = Tokenizer::from_gguf(*m.file);
-  return m;
-}
+Imported import(const HfTokenizerFiles& files) { return test::import_tokenizer(files); }
 
 Imported import(const json& tokenizer, const json* tokenizer_config = nullptr,
                 const json* config = nullptr) {
@@ -84,23 +68,6 @@ void expect_refused(const json& tokenizer, std::initializer_list<std::string> pa
   files.tokenizer_config = tokenizer_config;
   files.config = config;
   expect_refused(files, parts);
-}
-
-// Every string of llamacpp-tests.inp encodes (no BOS, no special parsing) to
-// the ids of `out_name`, and those ids decode to the string.
-void expect_suite(const Tokenizer& tok, const std::string& out_name) {
-  const auto inputs = test::read_suite_inputs(vectors_dir() / "llamacpp-tests.inp");
-  const auto outputs = test::read_suite_outputs(vectors_dir() / out_name);
-  ASSERT_EQ(inputs.size(), outputs.size());
-  int failures = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const bool ok = tok.encode(inputs[i], false, false) == outputs[i];
-    failures += ok ? 0 : 1;
-    EXPECT_TRUE(ok) << out_name << " case " << i << " \"" << test::escaped(inputs[i]) << "\"";
-    EXPECT_EQ(test::escaped(tok.decode(outputs[i], true, false)), test::escaped(inputs[i]))
-        << out_name << " case " << i;
-  }
-  EXPECT_EQ(failures, 0) << "of " << inputs.size() << " cases";
 }
 
 // A byte-level BPE tokenizer.json: the 256 byte symbols (ids 0..255), "he",

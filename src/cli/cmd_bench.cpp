@@ -243,7 +243,7 @@ int bench(BenchArgs& a) {
   j["model"] = a.engine.model_path;
   j["arch"] = std::string(c.arch->name);
   j["describe"] = c.describe();
-  j["file_bytes"] = e.file().file_size();
+  j["file_bytes"] = e.file().bytes_on_disk();
   j["threads"] = threads;
   j["n_prompt"] = a.n_prompt;
   j["n_gen"] = a.n_gen;
@@ -290,7 +290,7 @@ int bench(BenchArgs& a) {
     return 0;
   }
   std::printf("model: %s (%.2f GiB)\n%s\n", a.engine.model_path.c_str(),
-              static_cast<double>(e.file().file_size()) / (1 << 30), c.describe().c_str());
+              static_cast<double>(e.file().bytes_on_disk()) / (1 << 30), c.describe().c_str());
   std::printf(
       "threads %d, %d repeats after a warm-up, greedy decoding, random prompt tokens (seed "
       "%llu)\n\n",

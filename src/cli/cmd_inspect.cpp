@@ -21,8 +21,13 @@ struct InspectArgs {
 int inspect(const InspectArgs& a) {
   auto f = GgufFile::open(a.model);
   std::printf("file: %s (%s), GGUF v%u, %zu metadata keys, %zu tensors, data at byte %zu\n",
-              a.model.c_str(), format_size(f->file_size()).c_str(), f->version(), f->metadata().size(),
+              a.model.c_str(), format_size(f->bytes_on_disk()).c_str(), f->version(), f->metadata().size(),
               f->tensors().size(), f->data_offset());
+  if (f->parts().size() > 1) {
+    std::printf("split in %zu files:\n", f->parts().size());
+    for (const MappedFile::Part& p : f->parts())
+      std::printf("  %s (%s)\n", p.path.c_str(), format_size(static_cast<double>(p.size)).c_str());
+  }
   std::printf("\nmetadata:\n");
   for (const GgufKV& kv : f->metadata())
     std::printf("  %-48s %s\n", kv.key.c_str(), gguf_value_to_string(kv.value).c_str());
@@ -78,7 +83,7 @@ int inspect(const InspectArgs& a) {
     }
   }
   std::printf("\nweight bytes read per generated token: %s (%.1f%% of the file)\n",
-              format_size(per_token).c_str(), 100.0 * per_token / static_cast<double>(f->file_size()));
+              format_size(per_token).c_str(), 100.0 * per_token / static_cast<double>(f->bytes_on_disk()));
   return 0;
 }
 

@@ -81,7 +81,7 @@ int plan(const PlanArgs& a) {
   const uint64_t kv_full = kv_cache_bytes(cfg, n_ctx, std::max(a.n_seq, 1), a.kv_type);
   Plan p = make_plan(a.store, *f, cfg, w, scratch, kv_full, a.kv_type);
   std::printf("model: %s (%s)\n%s\n", a.model.c_str(),
-              format_size(static_cast<double>(f->file_size())).c_str(), cfg.describe().c_str());
+              format_size(static_cast<double>(f->bytes_on_disk())).c_str(), cfg.describe().c_str());
   std::printf("KV cache (%s) and scratch for %d tokens of context, batches of %d, %d threads\n",
               dtype_name(a.kv_type), n_ctx, a.n_batch, threads);
   std::fputs(p.describe().c_str(), stdout);

@@ -18,6 +18,18 @@ constexpr int kMaxDims = 4;
 constexpr uint64_t kMaxNameLen = 1 << 16;
 constexpr int kMaxArrayDepth = 1;  // GGUF has no nested arrays in practice
 
+// llama.cpp's gguf-split keys: each file's number (from 0) and the count of
+// files, and in the first the count of tensors in all.
+constexpr const char* kSplitNo = "split.no";
+constexpr const char* kSplitCount = "split.count";
+constexpr const char* kSplitTensors = "split.tensors.count";
+
+// The end of a split model's file names: "-00002-of-00005.gguf" for no 1 of 5.
+std::string split_suffix(uint64_t no, uint64_t n) {
+  return strprintf("-%05llu-of-%05llu.gguf", static_cast<unsigned long long>(no + 1),
+                   static_cast<unsigned long long>(n));
+}
+
 size_t gguf_scalar_size_impl(GgufType t) {
   switch (t) {
     case GgufType::kUint8:
@@ -211,7 +223,88 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   f->data_ = f->file_->data();
   f->size_ = f->file_->size();
   f->parse_all();
-  return f;
+  const std::optional<uint64_t> n_split = f->get_uint(kSplitCount);
+  if (!n_split || *n_split <= 1) return f;
+  const char* fn = path.c_str();
+  CLB_CHECK(*n_split <= 65535, "%s: key %s is %llu, more files than a split model has", fn,
+            kSplitCount, static_cast<unsigned long long>(*n_split));
+  const std::optional<uint64_t> no = f->get_uint(kSplitNo);
+  CLB_CHECK(no.has_value(), "%s: key %s is missing (each file of a split model has it)", fn,
+            kSplitNo);
+  CLB_CHECK(*no < *n_split, "%s: key %s is %llu, but the model is split in %llu files", fn,
+            kSplitNo, static_cast<unsigned long long>(*no),
+            static_cast<unsigned long long>(*n_split));
+  // The others are found by name, as llama.cpp finds them.
+  const std::string suffix = split_suffix(*no, *n_split);
+  CLB_CHECK(path.size() > suffix.size() && path.ends_with(suffix),
+            "%s: file %llu of a model split in %llu files, but not named PREFIX%s, so the "
+            "others cannot be found",
+            fn, static_cast<unsigned long long>(*no + 1),
+            static_cast<unsigned long long>(*n_split), suffix.c_str());
+  const std::string prefix = path.substr(0, path.size() - suffix.size());
+  CLB_CHECK(*no == 0, "%s: file %llu of a model split in %llu files; open the first, %s%s", fn,
+            static_cast<unsigned long long>(*no + 1), static_cast<unsigned long long>(*n_split),
+            prefix.c_str(), split_suffix(0, *n_split).c_str());
+  f.reset();
+  return open_split(prefix, *n_split);
+}
+
+std::unique_ptr<GgufFile> GgufFile::open_split(const std::string& prefix, uint64_t n_split) {
+  std::vector<std::string> paths;
+  for (uint64_t i = 0; i < n_split; ++i) paths.push_back(prefix + split_suffix(i, n_split));
+  std::unique_ptr<GgufFile> g(new GgufFile());
+  g->file_ = std::make_unique<MappedFile>(paths);
+  g->name_ = paths.front();
+  g->data_ = g->file_->data();
+  g->size_ = g->file_->size();
+  std::unordered_set<std::string> names;
+  for (uint64_t i = 0; i < n_split; ++i) {
+    const MappedFile::Part& part = g->file_->parts()[i];
+    const char* fn = part.path.c_str();
+    std::unique_ptr<GgufFile> s = parse(g->data_ + part.begin, part.size, part.path);
+    const std::optional<uint64_t> no = s->get_uint(kSplitNo);
+    CLB_CHECK(no == i, "%s: key %s is %s, but the file's name makes it file %llu of %llu (from 0)",
+              fn, kSplitNo, no ? std::to_string(*no).c_str() : "missing",
+              static_cast<unsigned long long>(i), static_cast<unsigned long long>(n_split));
+    const std::optional<uint64_t> count = s->get_uint(kSplitCount);
+    CLB_CHECK(!count || *count == n_split,
+              "%s: key %s is %llu, but the first file's is %llu (a file of another split?)", fn,
+              kSplitCount, static_cast<unsigned long long>(count.value_or(0)),
+              static_cast<unsigned long long>(n_split));
+    for (GgufTensor& t : s->tensors_) {
+      CLB_CHECK(names.insert(t.name).second, "%s: tensor %s is also in an earlier file of the split",
+                fn, t.name.c_str());
+      t.offset += part.begin;
+      g->tensors_.push_back(std::move(t));
+    }
+    if (i == 0) {
+      g->version_ = s->version_;
+      g->alignment_ = s->alignment_;
+      g->data_offset_ = s->data_offset_;
+      g->kvs_ = std::move(s->kvs_);
+    }
+  }
+  const char* fn = g->name_.c_str();
+  const std::optional<uint64_t> n_tensors = g->get_uint(kSplitTensors);
+  CLB_CHECK(n_tensors.has_value(), "%s: key %s is missing (the first file of a split model has it)",
+            fn, kSplitTensors);
+  CLB_CHECK(*n_tensors == g->tensors_.size(),
+            "%s: key %s is %llu, but the %llu files hold %zu tensors", fn, kSplitTensors,
+            static_cast<unsigned long long>(*n_tensors), static_cast<unsigned long long>(n_split),
+            g->tensors_.size());
+  return g;
+}
+
+uint64_t GgufFile::bytes_on_disk() const {
+  if (!file_) return size_;
+  uint64_t total = 0;
+  for (const MappedFile::Part& p : file_->parts()) total += p.size;
+  return total;
+}
+
+const std::vector<MappedFile::Part>& GgufFile::parts() const {
+  static const std::vector<MappedFile::Part> none;
+  return file_ ? file_->parts() : none;
 }
 
 std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std::string name) {

@@ -74,6 +74,13 @@ struct GgufTensor {
 class GgufFile {
  public:
   // Maps and parses a file. Throws Error("<path>: ...").
+  //
+  // A model split by llama.cpp's gguf-split (split.count > 1) is opened by
+  // its first file, PREFIX-00001-of-0000N.gguf: the others are found by name
+  // and mapped after it (MappedFile's parts), their tensors join the table
+  // with offsets into that one range, and the metadata is the first file's.
+  // Each file must say which shard it is (split.no), and the first how many
+  // tensors there are in all (split.tensors.count), as llama.cpp checks.
   static std::unique_ptr<GgufFile> open(const std::string& path);
   // Parses bytes the caller keeps alive (fuzzing, tests).
   static std::unique_ptr<GgufFile> parse(const uint8_t* data, size_t size, std::string name);
@@ -82,9 +89,14 @@ class GgufFile {
   uint32_t version() const { return version_; }
   size_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }
+  // The end of the bytes tensor offsets address (for a split model, the last
+  // shard's end in the range they are mapped to).
   size_t file_size() const { return size_; }
-  // -1 when parsed from memory.
-  int fd() const { return file_ ? file_->fd() : -1; }
+  // The files' bytes: file_size(), less the gaps between a split model's shards.
+  uint64_t bytes_on_disk() const;
+  // The files read: one, or a split model's shards; empty when parsed from
+  // memory. A tensor at offset o is in the part with begin <= o < begin + size.
+  const std::vector<MappedFile::Part>& parts() const;
 
   const std::vector<GgufKV>& metadata() const { return kvs_; }
   const GgufValue* find(std::string_view key) const;
@@ -111,6 +123,7 @@ class GgufFile {
  private:
   GgufFile() = default;
   void parse_all();
+  static std::unique_ptr<GgufFile> open_split(const std::string& prefix, uint64_t n_split);
 
   std::string name_;
   std::unique_ptr<MappedFile> file_;

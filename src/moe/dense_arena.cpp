@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/file_set.h"
 #include "base/sys.h"
 #include "formats/gguf.h"
 #include "model/weights.h"
@@ -120,11 +121,9 @@ struct Chunk {
 // order from `next`; the last chunk of a span places its tensor, the last
 // tensor of a stage advances `ready`.
 struct DenseArena::Loader {
-  std::string path;
-  uint64_t file_size = 0;
+  std::unique_ptr<FileSet> files;  // the model's file, or a split model's
   uint8_t* data = nullptr;
   size_t bytes = 0;
-  int fd = -1, direct_fd = -1;
   std::vector<Range> ranges;
   std::vector<Span> spans;
   std::vector<Chunk> chunks;
@@ -155,8 +154,6 @@ struct DenseArena::Loader {
   ~Loader() {
     stop.store(true);
     for (std::thread& t : threads) t.join();
-    if (fd >= 0) close(fd);
-    if (direct_fd >= 0) close(direct_fd);
     if (data) munmap(data, bytes);
     if (bounce) munmap(bounce, bounce_bytes);
   }
@@ -191,7 +188,7 @@ struct DenseArena::Loader {
     while (ready + 1 < n_stages && stage_left[ready + 1] == 0) ++ready;
     // The last tensor: whatever read-ahead brought in goes too (also the
     // mapping's, from parsing the header), before anyone hears it is done.
-    if (ready == n_stages - 1 && before != ready) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (ready == n_stages - 1 && before != ready) files->advise(POSIX_FADV_DONTNEED);
     if (ready != before) {
       ready_fast.store(ready, std::memory_order_release);
       cv.notify_all();
@@ -203,8 +200,13 @@ struct DenseArena::Loader {
       const size_t k = stop.load() ? chunks.size() : next.fetch_add(1);
       if (k >= chunks.size()) break;
       const Chunk& c = chunks[k];
-      // The file's last page may be partial: only the bytes up to its end must come.
-      const uint64_t need = std::min<uint64_t>(c.offset + c.length, file_size) - c.offset;
+      // A chunk is in one file (a tensor's pages; a split model's files
+      // start a page or more apart), read at its offset there. The file's
+      // last page may be partial: only the bytes up to its end must come.
+      const FileSet::File& file = files->at(c.offset);
+      const uint64_t at = c.offset - file.begin;
+      const uint64_t need = std::min<uint64_t>(c.offset + c.length, file.begin + file.size) - c.offset;
+      const bool direct = files->direct();
       // The destination's fresh pages, faulted in 1 MiB steps before the
       // read: a read faulting them itself holds the address space's lock
       // for the whole chunk, and every mmap meanwhile waits.
@@ -213,16 +215,16 @@ struct DenseArena::Loader {
       // Buffered: the chunk's whole range is asked for at once (the file is
       // read without read-ahead, which would run past the chunk and could
       // still be in flight when the last drop below has run).
-      if (direct_fd < 0)
-        posix_fadvise(fd, static_cast<off_t>(c.offset), static_cast<off_t>(need), POSIX_FADV_WILLNEED);
+      if (!direct)
+        posix_fadvise(file.fd, static_cast<off_t>(at), static_cast<off_t>(need), POSIX_FADV_WILLNEED);
       uint64_t done = 0;
       while (done < need) {
-        const ssize_t n = pread(direct_fd >= 0 ? direct_fd : fd, data + c.at + done, c.length - done,
-                                static_cast<off_t>(c.offset + done));
+        const ssize_t n = pread(direct ? file.direct_fd : file.fd, data + c.at + done, c.length - done,
+                                static_cast<off_t>(at + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-          fail(strprintf("%s: reading %zu bytes at offset %llu: %s", path.c_str(), c.length,
-                         static_cast<unsigned long long>(c.offset + done),
+          fail(strprintf("%s: reading %zu bytes at offset %llu: %s", file.path.c_str(), c.length,
+                         static_cast<unsigned long long>(at + done),
                          n < 0 ? std::strerror(errno) : "the file ended early (truncated?)"));
           stop.store(true);
           break;
@@ -231,7 +233,7 @@ struct DenseArena::Loader {
       }
       if (done < need) break;
       read_done.fetch_add(c.length, std::memory_order_relaxed);
-      if (direct_fd < 0) drop_file_cache(fd, c.offset, c.length);
+      if (!direct) drop_file_cache(file.fd, at, c.length);
       if (left[c.span].fetch_sub(1) == 1) place(spans[c.span]);
     }
   }
@@ -254,8 +256,6 @@ bool DenseArena::embeddings_can_stay_in_file(const ModelWeights& w) { return emb
 
 DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, bool embeddings_on_demand) {
   auto L = std::make_unique<Loader>();
-  L->path = f.name();
-  L->file_size = f.file_size();
   L->ranges = dense_ranges(f, w, embeddings_on_demand);
   L->n_stages = static_cast<int>(w.layers.size()) + 2;
   L->stage_left.assign(static_cast<size_t>(L->n_stages), 0);
@@ -270,24 +270,14 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
     a.loader_ = std::move(L);
     return a;
   }
-  const std::string& path = L->path;
-  L->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CLB_CHECK(L->fd >= 0, "%s: %s", path.c_str(), std::strerror(errno));
+  CLB_CHECK(!f.parts().empty(), "%s: the dense weights are read from a file", f.name().c_str());
   // Around the page cache where the file system allows: no copy, nothing to
   // drop, and the budget never sees a second copy.
-  L->direct_fd = o_direct ? open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
-  if (L->direct_fd >= 0 && !direct_reads_work(L->direct_fd)) {
-    close(L->direct_fd);
-    L->direct_fd = -1;
-  }
-  const off_t size = lseek(L->fd, 0, SEEK_END);
-  CLB_CHECK(size == static_cast<off_t>(f.file_size()),
-            "%s: the file is %lld bytes, not the %zu it had when opened: it changed underneath",
-            path.c_str(), static_cast<long long>(size), f.file_size());
+  L->files = std::make_unique<FileSet>(f.parts(), o_direct, nullptr);
   // Buffered reads bring in what they ask for and no more: read-ahead would
   // leave pages around each embedding row, and past a chunk's end it can still
   // be in flight after the last drop.
-  if (L->direct_fd < 0) posix_fadvise(L->fd, 0, 0, POSIX_FADV_RANDOM);
+  if (!L->files->direct()) L->files->advise(POSIX_FADV_RANDOM);
   if (embd_in_file) {
     const GgufTensor& t0 = f.tensors().front();
     const uint8_t* base = f.tensor_data(t0) - t0.offset;
@@ -295,7 +285,7 @@ DenseArena DenseArena::start(const GgufFile& f, ModelWeights& w, bool o_direct, 
     L->embd_row_bytes = w.token_embd.row_stride();
     L->embd_rows = w.token_embd.n_rows();
     CLB_ASSERT(L->embd_offset + L->embd_row_bytes * static_cast<uint64_t>(L->embd_rows) <= f.file_size());
-    if (L->direct_fd >= 0) {
+    if (L->files->direct()) {
       L->bounce_bytes = page_up(L->embd_row_bytes) + page_size();  // a row's pages, however it straddles them
       void* b = mmap(nullptr, L->bounce_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       CLB_CHECK(b != MAP_FAILED, "cannot allocate %zu bytes for embedding reads: %s", L->bounce_bytes,
@@ -372,28 +362,30 @@ void DenseArena::read_embedding_row(int64_t row, uint8_t* dst) const {
   const Loader* L = loader_.get();
   CLB_ASSERT(L && L->embd_row_bytes > 0 && row >= 0 && row < L->embd_rows);
   const uint64_t off = L->embd_offset + static_cast<uint64_t>(row) * L->embd_row_bytes;
-  const bool direct = L->direct_fd >= 0;
+  const bool direct = L->files->direct();
+  const FileSet::File& file = L->files->at(off);
   // O_DIRECT: the row's whole pages into the bounce buffer (the file's last
   // page may be partial); buffered: the row itself.
   const uint64_t begin = direct ? page_down(off) : off;
   const uint64_t want = direct ? page_up(off + L->embd_row_bytes) - begin : L->embd_row_bytes;
-  const uint64_t need = std::min<uint64_t>(begin + want, L->file_size) - begin;
+  const uint64_t need = std::min<uint64_t>(begin + want, file.begin + file.size) - begin;
   std::lock_guard<std::mutex> lock(L->embd_mu);
   uint8_t* buf = direct ? L->bounce : dst;
   uint64_t done = 0;
   while (done < need) {
-    const ssize_t n =
-        pread(direct ? L->direct_fd : L->fd, buf + done, want - done, static_cast<off_t>(begin + done));
+    const ssize_t n = pread(direct ? file.direct_fd : file.fd, buf + done, want - done,
+                            static_cast<off_t>(begin - file.begin + done));
     if (n < 0 && errno == EINTR) continue;
-    CLB_CHECK(n > 0, "%s: reading embedding row %lld (%zu bytes at offset %llu): %s", L->path.c_str(),
-              static_cast<long long>(row), L->embd_row_bytes, static_cast<unsigned long long>(off),
+    CLB_CHECK(n > 0, "%s: reading embedding row %lld (%zu bytes at offset %llu): %s", file.path.c_str(),
+              static_cast<long long>(row), L->embd_row_bytes,
+              static_cast<unsigned long long>(off - file.begin),
               n < 0 ? std::strerror(errno) : "the file ended early (truncated?)");
     done += static_cast<uint64_t>(n);
   }
   if (direct)
     std::memcpy(dst, L->bounce + (off - begin), L->embd_row_bytes);
   else
-    drop_file_cache(L->fd, off, L->embd_row_bytes);
+    drop_file_cache(file.fd, off - file.begin, L->embd_row_bytes);
 }
 
 }  // namespace colibri

@@ -442,7 +442,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
                                                const ModelConfig& cfg, ModelWeights& w,
                                                uint64_t other_bytes, Plan* plan_out, uint64_t kv_bytes,
                                                DType kv_type) {
-  CLB_CHECK(f.fd() >= 0, "%s: placement needs a model read from a file", f.name().c_str());
+  CLB_CHECK(!f.parts().empty(), "%s: placement needs a model read from a file", f.name().c_str());
   Plan p = make_plan(o, f, cfg, w, other_bytes, kv_bytes, kv_type);
   // The expert store first: its pool faults in (and its hot set loads) while
   // the dense weights are read.
@@ -472,7 +472,7 @@ std::unique_ptr<ExpertStore> make_expert_store(const ExpertStoreOptions& o, cons
         const DenseArena* a = arena_gate->load(std::memory_order_acquire);
         return a && a->placed();
       };
-    auto s = std::make_unique<StreamingExpertStore>(f.name(), f.file_size(), w.experts, cfg.n_expert, so);
+    auto s = std::make_unique<StreamingExpertStore>(f.parts(), w.experts, cfg.n_expert, so);
     p.notes = s->notes();
     p.io = s->io_name();
     if (o.o_direct && !s->o_direct()) {

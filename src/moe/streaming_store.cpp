@@ -54,45 +54,46 @@ size_t StreamingExpertStore::slot_bytes(const std::vector<ExpertTensors>& layers
   return most;
 }
 
+namespace {
+std::vector<MappedFile::Part> one_file(const std::string& path, uint64_t size) {
+  MappedFile::Part p;
+  p.path = path;
+  p.size = size;
+  return {p};
+}
+}  // namespace
+
 StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t file_size,
                                            std::vector<ExpertTensors> layers, int n_expert,
                                            const StreamingOptions& o)
-    : path_(path), file_size_(file_size), layers_(std::move(layers)),
+    : StreamingExpertStore(one_file(path, file_size), std::move(layers), n_expert, o) {}
+
+StreamingExpertStore::StreamingExpertStore(const std::vector<MappedFile::Part>& files,
+                                           std::vector<ExpertTensors> layers, int n_expert,
+                                           const StreamingOptions& o)
+    : path_(files.empty() ? std::string() : files.front().path), layers_(std::move(layers)),
       n_layer_(static_cast<int>(layers_.size())), n_expert_(n_expert), predict_(o.predict),
       predict_top_(o.predict_top),
       history_path_(o.history_path) {
-  CLB_CHECK(n_expert_ >= 1, "%s: a streaming store needs a MoE model", path.c_str());
+  CLB_CHECK(n_expert_ >= 1, "%s: a streaming store needs a MoE model", path_.c_str());
   CLB_CHECK(o.n_slots >= 1, "the expert cache needs at least one slot, got %d", o.n_slots);
-  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CLB_CHECK(fd_ >= 0, "%s: %s", path.c_str(), std::strerror(errno));
-  struct stat st {};
-  CLB_CHECK(fstat(fd_, &st) == 0, "%s: %s", path.c_str(), std::strerror(errno));
-  CLB_CHECK(static_cast<uint64_t>(st.st_size) == file_size_,
-            "%s: the file is %lld bytes, not the %llu it had when opened: it changed underneath",
-            path.c_str(), static_cast<long long>(st.st_size),
-            static_cast<unsigned long long>(file_size_));
-  mtime_ = st.st_mtim;
+  files_ = std::make_unique<FileSet>(files, o.o_direct, &notes_);
   // Slabs are read whole and exactly once per load: read-ahead would only
   // fill the page cache with the neighbours we do not want.
-  posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
-  if (o.o_direct) {
-    direct_fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    if (direct_fd_ < 0 || !direct_reads_work(direct_fd_)) {
-      notes_ = strprintf("O_DIRECT does not work on %s (%s); buffered reads with fadvise instead",
-                         path.c_str(), std::strerror(errno));
-      if (direct_fd_ >= 0) close(direct_fd_);
-      direct_fd_ = -1;
-    }
-  }
+  files_->advise(POSIX_FADV_RANDOM);
   for (const ExpertTensors& t : layers_) {
     if (!t.gate_exps.data) continue;
     Part parts[3];
     layer_parts(t, parts);
     for (const Part& p : parts) {
       CLB_CHECK(p.stack->ne[2] == n_expert_, "%s: an expert stack has %lld experts, expected %d",
-                path.c_str(), static_cast<long long>(p.stack->ne[2]), n_expert_);
-      CLB_CHECK(p.offset + p.stack->slab_bytes() * n_expert_ <= file_size_,
-                "%s: an expert stack at byte %llu runs past the end of the file", path.c_str(),
+                path_.c_str(), static_cast<long long>(p.stack->ne[2]), n_expert_);
+      const uint64_t end = p.offset + p.stack->slab_bytes() * n_expert_;
+      const auto in = std::find_if(files_->files().begin(), files_->files().end(), [&](const FileSet::File& f) {
+        return p.offset >= f.begin && end <= f.begin + f.size;
+      });
+      CLB_CHECK(in != files_->files().end(),
+                "%s: an expert stack at byte %llu runs past the end of the file", path_.c_str(),
                 static_cast<unsigned long long>(p.offset));
     }
   }
@@ -110,8 +111,13 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   warm_chunk_ = round_up(o.warm_chunk != 0 ? o.warm_chunk : kWarmChunk, align_);
   CLB_CHECK(align_ % page_size() == 0 && (align_ & (align_ - 1)) == 0,
             "I/O alignment %zu must be a power of two multiple of the page size %zu", align_, page_size());
-  slot_bytes_ = slot_bytes(layers_, direct_fd_ >= 0, align_);
-  CLB_CHECK(slot_bytes_ > 0, "%s: the model has no routed experts to stream", path.c_str());
+  // A split model's files start on MappedFile::kPartAlign boundaries, so an
+  // aligned range around a slab stays in its file.
+  CLB_CHECK(files.size() == 1 || align_ <= MappedFile::kPartAlign,
+            "I/O alignment %zu is larger than a split model's file alignment %llu", align_,
+            static_cast<unsigned long long>(MappedFile::kPartAlign));
+  slot_bytes_ = slot_bytes(layers_, files_->direct(), align_);
+  CLB_CHECK(slot_bytes_ > 0, "%s: the model has no routed experts to stream", path_.c_str());
   pool_bytes_ = slot_bytes_ * n_total;
   // Anonymous and untouched until a slot is first filled, in 2 MiB pages:
   // first touch of 4 KiB pages (a fault each, a VM's exit each) capped the
@@ -194,7 +200,7 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
   }
   cv_.wait(lock, [&] { return loading_ == 0; });
   for (int i = 0; i < n_pinned_; ++i)
-    CLB_CHECK(slots_[i].state != State::kFailed, "%s: loading pinned expert %d: %s", path.c_str(),
+    CLB_CHECK(slots_[i].state != State::kFailed, "%s: loading pinned expert %d: %s", path_.c_str(),
               slots_[i].key, slots_[i].error);
   warm_over_ = !o.warm_when;
   lock.unlock();
@@ -307,8 +313,6 @@ StreamingExpertStore::~StreamingExpertStore() {
   populate_.request_stop();
   if (populate_.joinable()) populate_.join();
   if (pool_) munmap(pool_, pool_bytes_);
-  if (fd_ >= 0) close(fd_);
-  if (direct_fd_ >= 0) close(direct_fd_);
   if (!history_path_.empty()) {
     try {
       save_history(history_path_, n_layer_, n_expert_, counts_);
@@ -318,17 +322,7 @@ StreamingExpertStore::~StreamingExpertStore() {
   }
 }
 
-void StreamingExpertStore::check_file() const {
-  struct stat st {};
-  CLB_CHECK(fstat(fd_, &st) == 0, "%s: %s", path_.c_str(), std::strerror(errno));
-  CLB_CHECK(static_cast<uint64_t>(st.st_size) == file_size_ && st.st_mtim.tv_sec == mtime_.tv_sec &&
-                st.st_mtim.tv_nsec == mtime_.tv_nsec,
-            "%s: the model file changed while in use (%llu bytes when opened, %lld now%s); "
-            "restart to load the new file",
-            path_.c_str(), static_cast<unsigned long long>(file_size_),
-            static_cast<long long>(st.st_size),
-            static_cast<uint64_t>(st.st_size) == file_size_ ? ", modified in place" : "");
-}
+void StreamingExpertStore::check_file() const { files_->check_unchanged(); }
 
 void StreamingExpertStore::before_read(void* ctx, ReadOp& op) {
   auto* self = static_cast<StreamingExpertStore*>(ctx);
@@ -515,17 +509,19 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
     op.dst = base + at;
     *views[p] = parts[p].stack->slab(expert);
     views[p]->packed = packs(views[p]->type, views[p]->n_rows());
-    if (direct_fd_ >= 0) {
+    // Offsets into the file the slab is in (one of a split model's).
+    const FileSet::File& file = files_->at(off);
+    if (files_->direct()) {
       const uint64_t a0 = off / align_ * align_, a1 = round_up(off + len, align_);
-      op.fd = direct_fd_;
-      op.offset = a0;
+      op.fd = file.direct_fd;
+      op.offset = a0 - file.begin;
       op.length = a1 - a0;
-      op.expected = std::min<uint64_t>(a1, file_size_) - a0;
+      op.expected = std::min<uint64_t>(a1, file.begin + file.size) - a0;
       op.drop_cache = false;
       views[p]->data = op.dst + (off - a0);
     } else {
-      op.fd = fd_;
-      op.offset = off;
+      op.fd = file.fd;
+      op.offset = off - file.begin;
       op.length = op.expected = len;
       op.drop_cache = true;
       views[p]->data = op.dst;

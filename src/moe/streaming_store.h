@@ -52,6 +52,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/file_set.h"
 #include "base/sys.h"
 #include "moe/cache_policy.h"
 #include "moe/expert_store.h"
@@ -84,8 +85,12 @@ struct StreamingOptions {
 
 class StreamingExpertStore : public ExpertStore {
  public:
-  // `layers` as in ModelWeights::experts (offsets absolute in the file at
-  // `path`, whose size must be file_size). Throws Error.
+  // `layers` as in ModelWeights::experts, offsets as GgufFile's: into the
+  // model's files (`files`, GgufFile::parts(): one, or a split model's
+  // shards). Throws Error.
+  StreamingExpertStore(const std::vector<MappedFile::Part>& files,
+                       std::vector<ExpertTensors> layers, int n_expert, const StreamingOptions& o);
+  // One file at `path`, whose size must be file_size.
   StreamingExpertStore(const std::string& path, uint64_t file_size,
                        std::vector<ExpertTensors> layers, int n_expert, const StreamingOptions& o);
   ~StreamingExpertStore() override;
@@ -115,7 +120,7 @@ class StreamingExpertStore : public ExpertStore {
   int n_slots() const { return n_cache_; }  // at most; set_cache_slots may use fewer
   int n_pinned() const { return n_pinned_; }
   size_t slot_size() const { return slot_bytes_; }
-  bool o_direct() const { return direct_fd_ >= 0; }
+  bool o_direct() const { return files_->direct(); }
   const char* io_name() const { return io_->name(); }
   const char* policy_name() const { return policy_->name(); }
   // What fell back and why ("O_DIRECT unsupported here: ..."), or empty.
@@ -169,15 +174,13 @@ class StreamingExpertStore : public ExpertStore {
   // The warm-up thread's body (see StreamingOptions::warm_when).
   void warm(std::stop_token stop, const std::function<bool()>& when);
 
-  std::string path_;
-  uint64_t file_size_;
+  std::string notes_;
+  std::unique_ptr<FileSet> files_;
+  std::string path_;  // the first file, for messages
   std::vector<ExpertTensors> layers_;  // (n_layer)
   int n_layer_, n_expert_;
-  int fd_ = -1, direct_fd_ = -1;
-  struct timespec mtime_ {};
   bool predict_;
   int predict_top_;
-  std::string notes_;
   std::string history_path_;
 
   int n_pinned_ = 0, n_cache_ = 0;

@@ -11,6 +11,8 @@
 #include "moe/dense_arena.h"
 #include "moe/placement.h"
 #include "moe/streaming_store.h"
+#include "../gguf_split.h"
+#include "../process_tmp_dir.h"
 #include "run_util.h"
 
 namespace colibri {
@@ -75,12 +77,19 @@ struct Variant {
   }
 };
 
-void check_model(const fs::path& path, const std::vector<Variant>& variants) {
+// reference: the file whose mapped store gives the logits to match (a split
+// model's unsplit file); by default the model itself.
+void check_model(const fs::path& path, const std::vector<Variant>& variants,
+                 const fs::path& reference = {}) {
   test::LoadedModel base = test::load_model(path.string());
   if (!base.cfg.is_moe()) return;
   const int n_prompt = 7, n_steps = 5;
-  MappedExpertStore mapped(base.w.experts);
-  const std::vector<float> want = test::run_logits(base.cfg, base.w, mapped, n_prompt, n_steps);
+  std::vector<float> want;
+  {
+    test::LoadedModel ref = test::load_model(reference.empty() ? path.string() : reference.string());
+    MappedExpertStore mapped(ref.w.experts);
+    want = test::run_logits(ref.cfg, ref.w, mapped, n_prompt, n_steps);
+  }
   for (const Variant& v : variants) {
     SCOPED_TRACE(path.filename().string() + ": " + v.str());
     ModelWeights w = bind_weights(*base.file, base.cfg);
@@ -153,6 +162,31 @@ TEST(Identical, IoEnginesDirectIoAndConcurrentPrefetch) {
         vs.push_back({slots, (i % 2) ? "lru" : "lfu-decay", io, noisy, direct, noisy});
       }
   for (const fs::path& p : models) check_model(p, vs);
+}
+
+// A model split in three files as llama.cpp's gguf-split writes them gives
+// the logits of the one file, its dense weights and experts read from the
+// three under every kind of budget, buffered and O_DIRECT (embedding rows too,
+// under the tight budget).
+TEST(Identical, SplitModelGivesTheOneFilesLogits) {
+  std::vector<fs::path> models;
+  for (const char* name : {"qwen3moe-q4_0.gguf", "deepseek-v3-f32.gguf", "olmoe-q8_0.gguf"})
+    if (fs::exists(kGolden / name)) models.push_back(kGolden / name);
+  if (models.empty()) GTEST_SKIP() << "no golden models in " << kGolden;
+  const ProcessTmpDir dir("colibri-split-identical-");
+  const std::vector<Variant> vs = {{1, "lru", "uring", true, false, true},
+                                   {1, "lfu-decay", "pread", false, true, false},
+                                   {2, "lru", "uring", true, true, true},
+                                   {-1, "lfu-decay", "uring", false, true, false},
+                                   {-1, "lru", "pread", false, false, false},
+                                   {0, "lru", "uring", false, true, false}};
+  for (const fs::path& p : models) {
+    auto whole = GgufFile::open(p.string());
+    const auto paths = test::write_split_gguf(*whole, (dir.path / p.stem()).string(), 3);
+    auto split = GgufFile::open(paths[0]);
+    ASSERT_EQ(split->parts().size(), 3u);
+    check_model(paths[0], vs, p);
+  }
 }
 
 // With several threads every product is split at 16-row boundaries, the

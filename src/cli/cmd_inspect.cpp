@@ -21,8 +21,8 @@ struct InspectArgs {
 int inspect(const InspectArgs& a) {
   auto f = GgufFile::open(a.model);
   std::printf("file: %s (%s), GGUF v%u, %zu metadata keys, %zu tensors, data at byte %zu\n",
-              a.model.c_str(), format_size(f->bytes_on_disk()).c_str(), f->version(), f->metadata().size(),
-              f->tensors().size(), f->data_offset());
+              a.model.c_str(), format_size(f->bytes_on_disk()).c_str(), f->version(),
+              f->metadata().size(), f->tensors().size(), f->data_offset());
   if (f->parts().size() > 1) {
     std::printf("split in %zu files:\n", f->parts().size());
     for (const MappedFile::Part& p : f->parts())
@@ -83,7 +83,8 @@ int inspect(const InspectArgs& a) {
     }
   }
   std::printf("\nweight bytes read per generated token: %s (%.1f%% of the file)\n",
-              format_size(per_token).c_str(), 100.0 * per_token / static_cast<double>(f->bytes_on_disk()));
+              format_size(per_token).c_str(),
+              100.0 * per_token / static_cast<double>(f->bytes_on_disk()));
   return 0;
 }
 

@@ -239,8 +239,8 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   CLB_CHECK(path.size() > suffix.size() && path.ends_with(suffix),
             "%s: file %llu of a model split in %llu files, but not named PREFIX%s, so the "
             "others cannot be found",
-            fn, static_cast<unsigned long long>(*no + 1),
-            static_cast<unsigned long long>(*n_split), suffix.c_str());
+            fn, static_cast<unsigned long long>(*no + 1), static_cast<unsigned long long>(*n_split),
+            suffix.c_str());
   const std::string prefix = path.substr(0, path.size() - suffix.size());
   CLB_CHECK(*no == 0, "%s: file %llu of a model split in %llu files; open the first, %s%s", fn,
             static_cast<unsigned long long>(*no + 1), static_cast<unsigned long long>(*n_split),
@@ -272,8 +272,8 @@ std::unique_ptr<GgufFile> GgufFile::open_split(const std::string& prefix, uint64
               kSplitCount, static_cast<unsigned long long>(count.value_or(0)),
               static_cast<unsigned long long>(n_split));
     for (GgufTensor& t : s->tensors_) {
-      CLB_CHECK(names.insert(t.name).second, "%s: tensor %s is also in an earlier file of the split",
-                fn, t.name.c_str());
+      CLB_CHECK(names.insert(t.name).second,
+                "%s: tensor %s is also in an earlier file of the split", fn, t.name.c_str());
       t.offset += part.begin;
       g->tensors_.push_back(std::move(t));
     }

@@ -205,7 +205,8 @@ struct DenseArena::Loader {
       // last page may be partial: only the bytes up to its end must come.
       const FileSet::File& file = files->at(c.offset);
       const uint64_t at = c.offset - file.begin;
-      const uint64_t need = std::min<uint64_t>(c.offset + c.length, file.begin + file.size) - c.offset;
+      const uint64_t need =
+          std::min<uint64_t>(c.offset + c.length, file.begin + file.size) - c.offset;
       const bool direct = files->direct();
       // The destination's fresh pages, faulted in 1 MiB steps before the
       // read: a read faulting them itself holds the address space's lock
@@ -216,11 +217,12 @@ struct DenseArena::Loader {
       // read without read-ahead, which would run past the chunk and could
       // still be in flight when the last drop below has run).
       if (!direct)
-        posix_fadvise(file.fd, static_cast<off_t>(at), static_cast<off_t>(need), POSIX_FADV_WILLNEED);
+        posix_fadvise(file.fd, static_cast<off_t>(at), static_cast<off_t>(need),
+                      POSIX_FADV_WILLNEED);
       uint64_t done = 0;
       while (done < need) {
-        const ssize_t n = pread(direct ? file.direct_fd : file.fd, data + c.at + done, c.length - done,
-                                static_cast<off_t>(at + done));
+        const ssize_t n = pread(direct ? file.direct_fd : file.fd, data + c.at + done,
+                                c.length - done, static_cast<off_t>(at + done));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
           fail(strprintf("%s: reading %zu bytes at offset %llu: %s", file.path.c_str(), c.length,
@@ -376,8 +378,8 @@ void DenseArena::read_embedding_row(int64_t row, uint8_t* dst) const {
     const ssize_t n = pread(direct ? file.direct_fd : file.fd, buf + done, want - done,
                             static_cast<off_t>(begin - file.begin + done));
     if (n < 0 && errno == EINTR) continue;
-    CLB_CHECK(n > 0, "%s: reading embedding row %lld (%zu bytes at offset %llu): %s", file.path.c_str(),
-              static_cast<long long>(row), L->embd_row_bytes,
+    CLB_CHECK(n > 0, "%s: reading embedding row %lld (%zu bytes at offset %llu): %s",
+              file.path.c_str(), static_cast<long long>(row), L->embd_row_bytes,
               static_cast<unsigned long long>(off - file.begin),
               n < 0 ? std::strerror(errno) : "the file ended early (truncated?)");
     done += static_cast<uint64_t>(n);

@@ -71,8 +71,11 @@ StreamingExpertStore::StreamingExpertStore(const std::string& path, uint64_t fil
 StreamingExpertStore::StreamingExpertStore(const std::vector<MappedFile::Part>& files,
                                            std::vector<ExpertTensors> layers, int n_expert,
                                            const StreamingOptions& o)
-    : path_(files.empty() ? std::string() : files.front().path), layers_(std::move(layers)),
-      n_layer_(static_cast<int>(layers_.size())), n_expert_(n_expert), predict_(o.predict),
+    : path_(files.empty() ? std::string() : files.front().path),
+      layers_(std::move(layers)),
+      n_layer_(static_cast<int>(layers_.size())),
+      n_expert_(n_expert),
+      predict_(o.predict),
       predict_top_(o.predict_top),
       history_path_(o.history_path) {
   CLB_CHECK(n_expert_ >= 1, "%s: a streaming store needs a MoE model", path_.c_str());
@@ -89,9 +92,9 @@ StreamingExpertStore::StreamingExpertStore(const std::vector<MappedFile::Part>& 
       CLB_CHECK(p.stack->ne[2] == n_expert_, "%s: an expert stack has %lld experts, expected %d",
                 path_.c_str(), static_cast<long long>(p.stack->ne[2]), n_expert_);
       const uint64_t end = p.offset + p.stack->slab_bytes() * n_expert_;
-      const auto in = std::find_if(files_->files().begin(), files_->files().end(), [&](const FileSet::File& f) {
-        return p.offset >= f.begin && end <= f.begin + f.size;
-      });
+      const auto in = std::find_if(
+          files_->files().begin(), files_->files().end(),
+          [&](const FileSet::File& f) { return p.offset >= f.begin && end <= f.begin + f.size; });
       CLB_CHECK(in != files_->files().end(),
                 "%s: an expert stack at byte %llu runs past the end of the file", path_.c_str(),
                 static_cast<unsigned long long>(p.offset));
@@ -322,7 +325,9 @@ StreamingExpertStore::~StreamingExpertStore() {
   }
 }
 
-void StreamingExpertStore::check_file() const { files_->check_unchanged(); }
+void StreamingExpertStore::check_file() const {
+  files_->check_unchanged();
+}
 
 void StreamingExpertStore::before_read(void* ctx, ReadOp& op) {
   auto* self = static_cast<StreamingExpertStore*>(ctx);

@@ -176,7 +176,7 @@ class StreamingExpertStore : public ExpertStore {
 
   std::string notes_;
   std::unique_ptr<FileSet> files_;
-  std::string path_;  // the first file, for messages
+  std::string path_;                   // the first file, for messages
   std::vector<ExpertTensors> layers_;  // (n_layer)
   int n_layer_, n_expert_;
   bool predict_;

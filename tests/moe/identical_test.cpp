@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <random>
 
+#include "../gguf_split.h"
+#include "../process_tmp_dir.h"
 #include "moe/dense_arena.h"
 #include "moe/placement.h"
 #include "moe/streaming_store.h"
-#include "../gguf_split.h"
-#include "../process_tmp_dir.h"
 #include "run_util.h"
 
 namespace colibri {
@@ -86,7 +86,8 @@ void check_model(const fs::path& path, const std::vector<Variant>& variants,
   const int n_prompt = 7, n_steps = 5;
   std::vector<float> want;
   {
-    test::LoadedModel ref = test::load_model(reference.empty() ? path.string() : reference.string());
+    test::LoadedModel ref =
+        test::load_model(reference.empty() ? path.string() : reference.string());
     MappedExpertStore mapped(ref.w.experts);
     want = test::run_logits(ref.cfg, ref.w, mapped, n_prompt, n_steps);
   }
@@ -174,12 +175,10 @@ TEST(Identical, SplitModelGivesTheOneFilesLogits) {
     if (fs::exists(kGolden / name)) models.push_back(kGolden / name);
   if (models.empty()) GTEST_SKIP() << "no golden models in " << kGolden;
   const ProcessTmpDir dir("colibri-split-identical-");
-  const std::vector<Variant> vs = {{1, "lru", "uring", true, false, true},
-                                   {1, "lfu-decay", "pread", false, true, false},
-                                   {2, "lru", "uring", true, true, true},
-                                   {-1, "lfu-decay", "uring", false, true, false},
-                                   {-1, "lru", "pread", false, false, false},
-                                   {0, "lru", "uring", false, true, false}};
+  const std::vector<Variant> vs = {
+      {1, "lru", "uring", true, false, true},    {1, "lfu-decay", "pread", false, true, false},
+      {2, "lru", "uring", true, true, true},     {-1, "lfu-decay", "uring", false, true, false},
+      {-1, "lru", "pread", false, false, false}, {0, "lru", "uring", false, true, false}};
   for (const fs::path& p : models) {
     auto whole = GgufFile::open(p.string());
     const auto paths = test::write_split_gguf(*whole, (dir.path / p.stem()).string(), 3);

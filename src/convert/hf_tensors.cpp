@@ -59,6 +59,8 @@ void read_row(const Source& s, int64_t row, float* out) {
   const int64_t cols = t.shape.back();
   const uint8_t* p = s.w.file->data(t) +
                      static_cast<size_t>(row) * static_cast<size_t>(cols) * st_dtype_size(t.dtype);
+  // Element by element through memcpy: a safetensors tensor need not be
+  // aligned to its element size (the kernels' dequantize_row assumes it is).
   switch (t.dtype) {
     case StDType::kF32:
       std::memcpy(out, p, static_cast<size_t>(cols) * 4);

@@ -174,11 +174,13 @@ HfShape hf_config_to_gguf(const json& config, const HfFamily& fam, GgufWriter& w
                   c.at(fam.nextn_key).get<int64_t>() <= 16,
               "%s: %s: expected a count of layers from 0 to 16", where.c_str(), fam.nextn_key);
     s.n_nextn = c.at(fam.nextn_key).get<int>();
+    s.keep_nextn = fam.keep_nextn;
   }
 
   w.set_u32(p + "context_length", static_cast<uint32_t>(n_ctx));
   w.set_u32(p + "embedding_length", static_cast<uint32_t>(n_embd));
-  w.set_u32(p + "block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32(p + "block_count", static_cast<uint32_t>(s.n_layer + (s.keep_nextn ? s.n_nextn : 0)));
+  if (s.keep_nextn) w.set_u32(p + "nextn_predict_layers", static_cast<uint32_t>(s.n_nextn));
   if (auto ff = c.positive("intermediate_size"))
     w.set_u32(p + "feed_forward_length", static_cast<uint32_t>(*ff));
   w.set_u32(p + "attention.head_count", static_cast<uint32_t>(s.n_head));

@@ -62,7 +62,8 @@ bool is_hf_folder(const std::string& path);
 struct HfShape {
   int n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_expert = 0;
   int n_dense_lead = 0;  // leading dense layers
-  int n_nextn = 0;       // multi-token-prediction layers after n_layer, not converted
+  int n_nextn = 0;       // multi-token-prediction layers after n_layer
+  bool keep_nextn = false;  // ... converted as blocks after the model's (HfFamily::keep_nextn)
   int mla_nope = 0, mla_v = 0, kv_lora = 0;  // multi-head latent attention
 };
 HfShape hf_config_to_gguf(const nlohmann::json& config, const HfFamily& family, GgufWriter& w,

@@ -43,8 +43,10 @@ enum class HfLayout {
 };
 
 // Which layers a rule applies to: families with leading dense layers
-// (config's first_k_dense_replace) have a plain FFN there and experts after.
-enum class HfLayers { kAll, kDense, kMoe };
+// (config's first_k_dense_replace) have a plain FFN there and experts after;
+// a multi-token-prediction (NextN) layer kept after the model's own is a MoE
+// layer with tensors of its own besides (kNextn).
+enum class HfLayers { kAll, kDense, kMoe, kNextn };
 
 struct HfTensorRule {
   const char* hf;    // Hugging Face name; {L} layer, {E} expert
@@ -84,9 +86,12 @@ struct HfFamily {
   // config.json's count of leading dense layers (first_k_dense_replace), or nullptr.
   const char* dense_lead_key = nullptr;
   // config.json's count of multi-token-prediction layers after the model's
-  // own (num_nextn_predict_layers): generation never runs them, so their
-  // tensors are left out and block_count is the model's own layers.
+  // own (num_nextn_predict_layers). Generation never runs them. Where
+  // llama.cpp's converter keeps them (keep_nextn: GLM-4.5), they are blocks
+  // after the model's own, counted in block_count and nextn_predict_layers;
+  // else (DeepSeek-V3, whose converter drops them) their tensors are left out.
   const char* nextn_key = nullptr;
+  bool keep_nextn = false;
   // expert_gating_func to write (2: sigmoid); 0: none (the table's softmax).
   int gating_func = 0;
   // partial_rotary_factor sets rope.dimension_count (head_dim times it).

@@ -259,9 +259,10 @@ class Planner {
       if (used_.count(n)) continue;
       // Buffers some checkpoints save and no model needs.
       if (n.size() >= 22 && n.compare(n.size() - 22, 22, ".rotary_emb.inv_freq") == 0) continue;
-      // The multi-token-prediction layers after the model's own.
+      // The multi-token-prediction layers after the model's own, where the
+      // family leaves them out.
       bool nextn = false;
-      for (int k = 0; k < shape_.n_nextn; ++k)
+      for (int k = 0; k < (shape_.keep_nextn ? 0 : shape_.n_nextn); ++k)
         nextn =
             nextn || n.rfind("model.layers." + std::to_string(shape_.n_layer + k) + ".", 0) == 0;
       if (nextn) continue;
@@ -516,10 +517,13 @@ std::vector<Planned> plan_tensors(const SafetensorsSet& set, const HfFamily& fam
                                   const json& config, const std::string& where) {
   Planner planner(set, shape, type, config, where);
   for (const HfTensorRule& r : hf_global_rules()) planner.add(r, -1);
-  for (int l = 0; l < shape.n_layer; ++l) {
+  const int n_blocks = shape.n_layer + (shape.keep_nextn ? shape.n_nextn : 0);
+  for (int l = 0; l < n_blocks; ++l) {
     const HfLayers kind = l < shape.n_dense_lead ? HfLayers::kDense : HfLayers::kMoe;
+    const bool nextn = l >= shape.n_layer;
     for (const HfTensorRule& r : family.tensors)
-      if (r.layers == HfLayers::kAll || r.layers == kind) planner.add(r, l);
+      if (r.layers == HfLayers::kAll || r.layers == kind || (nextn && r.layers == HfLayers::kNextn))
+        planner.add(r, l);
   }
   planner.check_all_used();
   return std::move(planner.plan());

@@ -104,6 +104,15 @@ std::string hf_name(const Family& f, const std::string& gguf) {
       {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
       {"ffn_down_shexp", "mlp.shared_experts.down_proj"}};
   if (glm && part == "exp_probs_b") return pre + "mlp.gate.e_score_correction_bias";
+  // A NextN layer's own tensors (modeling_glm4_moe.py's MTP layer).
+  static const std::map<std::string, std::string> nextn = {
+      {"nextn.eh_proj", "eh_proj"},
+      {"nextn.enorm", "enorm"},
+      {"nextn.hnorm", "hnorm"},
+      {"nextn.shared_head_norm", "shared_head.norm"},
+      {"nextn.embed_tokens", "embed_tokens"},
+      {"nextn.shared_head_head", "shared_head.head"}};
+  if (auto it = nextn.find(part); it != nextn.end()) return pre + it->second + "." + kind;
   if (auto it = glm_parts.find(part); glm && it != glm_parts.end())
     return pre + it->second + "." + kind;
   if (auto it = attn.find(part); it != attn.end()) return pre + it->second + "." + kind;
@@ -137,7 +146,8 @@ json config_of(const GgufFile& g, const Family& f) {
   c["architectures"] = {f.hf_class};
   c["hidden_act"] = "silu";
   c["hidden_size"] = g.require_uint(p + "embedding_length");
-  c["num_hidden_layers"] = g.require_uint(p + "block_count");
+  // NextN layers are blocks after the model's own in GGUF, extra layers in config.json.
+  c["num_hidden_layers"] = g.require_uint(p + "block_count") - uint_or(g, p + "nextn_predict_layers", 0);
   c["num_attention_heads"] = g.require_uint(p + "attention.head_count");
   c["num_key_value_heads"] =
       uint_or(g, p + "attention.head_count_kv", g.require_uint(p + "attention.head_count"));
@@ -163,7 +173,7 @@ json config_of(const GgufFile& g, const Family& f) {
     c["topk_group"] = uint_or(g, p + "expert_group_used_count", 1);
     c["partial_rotary_factor"] = static_cast<double>(g.require_uint(p + "rope.dimension_count")) /
                                  static_cast<double>(g.require_uint(p + "attention.key_length"));
-    c["num_nextn_predict_layers"] = 0;
+    c["num_nextn_predict_layers"] = uint_or(g, p + "nextn_predict_layers", 0);
     c["scoring_func"] = "sigmoid";
   }
   if (std::string(f.gguf) == "deepseek2") {

@@ -341,6 +341,63 @@ class TikTokenTokenizer(PreTrainedTokenizer):
             std::string::npos);
 }
 
+// GLM-4.5's multi-token-prediction (NextN) layer: llama.cpp's converter
+// keeps it as a block after the model's own, counted in block_count and named
+// by nextn_predict_layers, with its own eh_proj, enorm, hnorm and shared_head
+// norm. The golden GLM file with its last layer made a NextN layer (those four
+// tensors added) round trips; the engine runs the layers before it.
+TEST(HfConvert, GlmNextnLayerIsKeptAsLlamaCppKeepsIt) {
+  const fs::path gguf = kGolden / "glm4moe-f32.gguf";
+  if (!fs::exists(gguf)) GTEST_SKIP() << "test data absent: " << gguf;
+  auto golden = GgufFile::open(gguf.string());
+  const int64_t E = static_cast<int64_t>(golden->require_uint("glm4moe.embedding_length"));
+  const uint64_t n_block = golden->require_uint("glm4moe.block_count");
+  const std::string last = "blk." + std::to_string(n_block - 1) + ".nextn.";
+  GgufWriter w;
+  for (const GgufKV& kv : golden->metadata()) w.set_value(kv.key, kv.value);
+  w.set_u32("glm4moe.nextn_predict_layers", 1);
+  for (const GgufTensor& t : golden->tensors())
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
+                 std::vector<uint8_t>(golden->tensor_data(t), golden->tensor_data(t) + t.nbytes));
+  auto values = [](int64_t n, float scale) {
+    std::vector<uint8_t> b(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = scale * static_cast<float>((i * 37) % 101 - 50) / 50.0f;
+      std::memcpy(b.data() + 4 * i, &v, 4);
+    }
+    return b;
+  };
+  w.add_tensor(last + "eh_proj.weight", DType::F32, {2 * E, E}, values(2 * E * E, 0.1f));
+  for (const char* norm : {"enorm", "hnorm", "shared_head_norm"})
+    w.add_tensor(last + norm + ".weight", DType::F32, {E}, values(E, 1.0f));
+  const fs::path src = tmp().path / "glm-nextn.gguf";
+  w.write(src.string());
+  auto with_nextn = GgufFile::open(src.string());
+
+  const fs::path d = tmp().path / "glm-nextn";
+  test::export_hf_folder(*with_nextn, d);
+  const json cfg = load_json(d / "config.json");
+  EXPECT_EQ(cfg["num_hidden_layers"], n_block - 1);
+  EXPECT_EQ(cfg["num_nextn_predict_layers"], 1);
+  const fs::path out = convert(d);
+  auto got = GgufFile::open(out.string());
+  expect_same_tensors(*with_nextn, *got);
+  expect_same_hparams(*with_nextn, *got);
+  EXPECT_EQ(got->get_uint("glm4moe.block_count"), n_block);
+  EXPECT_EQ(ModelConfig::from_gguf(*got).n_layer, static_cast<int>(n_block - 1));
+
+  // The NextN layer's own tensors are required, as llama.cpp's loader requires them.
+  rewrite_tensors(
+      d,
+      [&](std::string& name, StDType&, std::vector<int64_t>&, std::vector<uint8_t>&) {
+        return name.find(".hnorm.") == std::string::npos;
+      },
+      {});
+  EXPECT_NE(error_of([&] { convert(d); })
+                .find("model.layers." + std::to_string(n_block - 1) + ".hnorm.weight"),
+            std::string::npos);
+}
+
 // A Q8_0 file of llama.cpp's, dequantized, written as a Hugging Face folder
 // and converted with --type q8_0: Q8_0 of Q8_0 values is those values, so the
 // bytes must be llama.cpp's, and the types its quantizer chose per tensor

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../process_tmp_dir.h"
+#include "../tiktoken_modules.h"
 #include "base/error.h"
 #include "convert/hf_convert.h"
 #include "convert/hf_families.h"
@@ -259,9 +260,7 @@ TEST(HfConvert, TiktokenFolderGivesLlamaCppsVocabulary) {
       {"auto_map", {{"AutoTokenizer", {"tokenization_qwen.QWenTokenizer", nullptr}}}}};
   const TiktokenFolder f = tiktoken_folder(
       "tiktoken-qwen", "qwen.tiktoken", "tokenization_qwen.py",
-      "PAT_STR = r\"\"\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+\"\"\"\n",
-      cfg);
+      test::kQwenModule, cfg);
   const fs::path out = convert(f.dir);
   auto got = GgufFile::open(out.string());
   for (const char* key :
@@ -289,25 +288,7 @@ TEST(HfConvert, KimiStyleTiktokenFolder) {
       {"eos_token", "<|reserved_token_4095|>"},
       {"tokenizer_class", "TikTokenTokenizer"},
       {"auto_map", {{"AutoTokenizer", {"tokenization_kimi.TikTokenTokenizer", nullptr}}}}};
-  const std::string module = R"PY(
-class TikTokenTokenizer(PreTrainedTokenizer):
-    vocab_files_names = VOCAB_FILES_NAMES
-    special_tokens: Dict[str, int]
-    num_reserved_special_tokens = 2
-
-    pat_str = "|".join(
-        [
-            r"""[\p{Han}]+""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""\p{N}{1,3}""",
-            r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
-            r"""\s*[\r\n]+""",
-            r"""\s+(?!\S)""",
-            r"""\s+""",
-        ]
-    )
-)PY";
+  const std::string module = test::kimi_module(/*num_reserved=*/2);
   const TiktokenFolder f =
       tiktoken_folder("tiktoken-kimi", "tiktoken.model", "tokenization_kimi.py", module, cfg);
   const fs::path out = convert(f.dir);

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../tiktoken_modules.h"
 #include "base/error.h"
 #include "hf_import_util.h"
 
@@ -18,59 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-// tokenization_qwen.py (Qwen-7B, Qwen-VL).
-constexpr const char* kQwenModule = R"PY(
-import tiktoken
-
-VOCAB_FILES_NAMES = {"vocab_file": "qwen.tiktoken"}
-
-PAT_STR = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-ENDOFTEXT = "<|endoftext|>"
-)PY";
-
-// tiktoken_ext/openai_public.py's o200k_base.
-constexpr const char* kO200kModule = R"PY(
-def o200k_base():
-    mergeable_ranks = load_tiktoken_bpe("o200k_base.tiktoken")
-    pat_str = "|".join(
-        [
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""\p{N}{1,3}""",
-            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-            r"""\s*[\r\n]+""",
-            r"""\s+(?!\S)""",
-            r"""\s+""",
-        ]
-    )
-    return {"pat_str": pat_str}
-)PY";
-
-// tokenization_kimi.py's class constants.
-constexpr const char* kKimiModule = R"PY(
-class TikTokenTokenizer(PreTrainedTokenizer):
-    vocab_files_names = VOCAB_FILES_NAMES
-
-    model_input_names = ["input_ids", "attention_mask"]
-
-    special_tokens: Dict[str, int]
-
-    num_reserved_special_tokens = 256
-
-    pat_str = "|".join(
-        [
-            r"""[\p{Han}]+""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-            r"""\p{N}{1,3}""",
-            r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
-            r"""\s*[\r\n]+""",
-            r"""\s+(?!\S)""",
-            r"""\s+""",
-        ]
-    )
-)PY";
 
 struct Loaded {
   std::string ranks;
@@ -111,7 +59,7 @@ TEST(Tiktoken, QwenTiktokenEncodesLikeQwen3) {
   const fs::path p = test::tokenizers_dir() / "qwen/qwen.tiktoken";
   if (!fs::exists(p) || !fs::exists(test::vectors_dir() / "qwen3.out"))
     GTEST_SKIP() << "test data absent: " << p;
-  const Loaded l = import_tiktoken(p, kQwenModule);
+  const Loaded l = import_tiktoken(p, test::kQwenModule);
   const Tokenizer& tok = *l.m.tok;
   EXPECT_EQ(tok.model_name(), "gpt2");
   EXPECT_EQ(tok.pre_name(), "qwen2");
@@ -125,7 +73,7 @@ TEST(Tiktoken, O200kEncodesLikeGptOss) {
   const fs::path p = test::tokenizers_dir() / "tiktoken/o200k_base.tiktoken";
   if (!fs::exists(p) || !fs::exists(test::vectors_dir() / "gptoss.out"))
     GTEST_SKIP() << "test data absent: " << p;
-  const Loaded l = import_tiktoken(p, kO200kModule);
+  const Loaded l = import_tiktoken(p, test::kO200kModule);
   EXPECT_EQ(l.m.tok->pre_name(), "gpt-4o");
   EXPECT_EQ(l.m.tok->n_vocab(), 199998);
   test::expect_suite(*l.m.tok, "gptoss.out");
@@ -145,7 +93,7 @@ TEST(Tiktoken, KimiLayoutAndSplit) {
       {"eos_token", "<|im_end|>"},
       {"auto_map", {{"AutoTokenizer", {"tokenization_kimi.TikTokenTokenizer", nullptr}}}}};
   const json config = {{"vocab_size", 100256 + 256}};
-  const Loaded l = import_tiktoken(p, kKimiModule, &cfg, &config);
+  const Loaded l = import_tiktoken(p, test::kimi_module().c_str(), &cfg, &config);
   const Tokenizer& tok = *l.m.tok;
   EXPECT_EQ(tok.pre_name(), "kimi-k2");
   EXPECT_EQ(tok.n_vocab(), 100512);

@@ -39,6 +39,16 @@ std::optional<DType> natural_type(StDType t) {
   }
 }
 
+// A source's dtype and shape as a weight: packed integers (Source::bits)
+// stand for the BF16 matrix they dequantize to, as llama.cpp's converter
+// takes them.
+std::optional<DType> natural_type(const Source& s) {
+  return s.bits ? std::optional<DType>(DType::BF16) : natural_type(s.w.tensor->dtype);
+}
+const std::vector<int64_t>& shape_of(const Source& s) {
+  return s.bits ? s.packed_shape : s.w.tensor->shape;
+}
+
 // OCP FP8 E4M3 (1 sign, 4 exponent bits of bias 7, 3 mantissa bits; no
 // infinities, S.1111.111 is NaN).
 float fp8_e4m3_to_f32(uint8_t b) {
@@ -56,6 +66,34 @@ float fp8_e4m3_to_f32(uint8_t b) {
 // Row `row` of a source, as floats.
 void read_row(const Source& s, int64_t row, float* out) {
   const SafetensorsTensor& t = *s.w.tensor;
+  if (s.bits) {  // packed integers: (code - offset) * the group's scale
+    const int64_t cols = s.packed_shape[1], words = t.shape[1], per_word = 32 / s.bits;
+    const uint8_t* p = s.w.file->data(t) + static_cast<size_t>(row * words) * 4;
+    const SafetensorsTensor& st = *s.scale->tensor;
+    const int64_t n_groups = st.shape[1];
+    const size_t ss = st_dtype_size(st.dtype);
+    const uint8_t* sp = s.scale->file->data(st) + static_cast<size_t>(row * n_groups) * ss;
+    const uint32_t mask = (1u << s.bits) - 1;
+    const int32_t offset = 1 << (s.bits - 1);
+    float scale = 0;
+    for (int64_t i = 0; i < cols; ++i) {
+      if (i % s.group == 0) {
+        const uint8_t* q = sp + static_cast<size_t>(i / s.group) * ss;
+        uint16_t h = 0;
+        if (st.dtype == StDType::kF32) {
+          std::memcpy(&scale, q, 4);
+        } else {
+          std::memcpy(&h, q, 2);
+          scale = st.dtype == StDType::kF16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+        }
+      }
+      uint32_t word;
+      std::memcpy(&word, p + static_cast<size_t>(i / per_word) * 4, 4);
+      const int32_t code = static_cast<int32_t>((word >> ((i % per_word) * s.bits)) & mask);
+      out[i] = static_cast<float>(code - offset) * scale;
+    }
+    return;
+  }
   const int64_t cols = t.shape.back();
   const uint8_t* p = s.w.file->data(t) +
                      static_cast<size_t>(row) * static_cast<size_t>(cols) * st_dtype_size(t.dtype);
@@ -135,7 +173,116 @@ class Planner {
         block_rows_ = b[0].get<int64_t>();
         block_cols_ = b[1].get<int64_t>();
       }
+      if (q.contains("quant_method") && q["quant_method"] == "compressed-tensors")
+        read_compressed_tensors(q);
     }
+  }
+
+  // compressed-tensors' pack-quantized integer weights: one config group of
+  // symmetric integers in groups of columns, as llama.cpp's converter takes.
+  // Anything else is refused when a packed tensor is met (packed_error_).
+  void read_compressed_tensors(const json& q) {
+    const std::string at = where_ + ": config.json: quantization_config";
+    const json* format = q.contains("format") ? &q["format"] : nullptr;
+    if (!format || *format != "pack-quantized") {
+      packed_error_ = at + ": format " + (format ? format->dump() : "(none)") +
+                      " is not converted (pack-quantized is)";
+      return;
+    }
+    const json* groups = q.contains("config_groups") ? &q["config_groups"] : nullptr;
+    if (!groups || !groups->is_object() || groups->size() != 1) {
+      packed_error_ = at + ".config_groups: expected exactly one group";
+      return;
+    }
+    const json& g = groups->begin().value();
+    const json* w = g.is_object() && g.contains("weights") ? &g["weights"] : nullptr;
+    auto field = [&](const char* k) { return w && w->is_object() && w->contains(k) ? &(*w)[k] : nullptr; };
+    const json* bits = field("num_bits");
+    const json* group = field("group_size");
+    const json* strategy = field("strategy");
+    const json* type = field("type");
+    const json* symmetric = field("symmetric");
+    if (!bits || !bits->is_number_integer() || !(*bits == 2 || *bits == 4 || *bits == 8)) {
+      packed_error_ = at + ": weights.num_bits: expected 2, 4 or 8";
+    } else if (!group || !group->is_number_integer() || group->get<int64_t>() <= 0 ||
+               group->get<int64_t>() > (1 << 20)) {
+      packed_error_ = at + ": weights.group_size: expected a positive integer";
+    } else if (!strategy || *strategy != "group") {
+      packed_error_ = at + ": weights.strategy: only \"group\" is converted";
+    } else if (type && *type != "int") {
+      packed_error_ = at + ": weights.type: only \"int\" is converted";
+    } else if (symmetric && *symmetric != true) {
+      packed_error_ = at + ": weights.symmetric: only symmetric weights (no zero points) are converted";
+    } else {
+      pack_bits_ = bits->get<int>();
+      pack_group_ = group->get<int64_t>();
+    }
+  }
+
+  // NAME_packed with its scales and shape, for a weight NAME the folder has
+  // only packed; nullopt when it has no NAME_packed either.
+  std::optional<Source> packed_source(const std::string& name) {
+    const SafetensorsSet::Entry* w = set_.find(name + "_packed");
+    if (!w) return std::nullopt;
+    CLB_CHECK(pack_bits_ > 0, "%s",
+              (packed_error_.empty() ? where_ + ": tensor " + name +
+                                           "_packed, but config.json's quantization_config is "
+                                           "not compressed-tensors"
+                                     : packed_error_)
+                  .c_str());
+    const std::string sn = name + "_scale", hn = name + "_shape";
+    const SafetensorsSet::Entry* scale = set_.find(sn);
+    const SafetensorsSet::Entry* shape = set_.find(hn);
+    CLB_CHECK(scale && shape, "%s: tensor %s_packed without its %s", where_.c_str(), name.c_str(),
+              (scale ? hn : sn).c_str());
+    CLB_CHECK(!set_.find(name + "_zero_point"),
+              "%s: tensor %s has zero points (asymmetric weights), which are not converted",
+              where_.c_str(), name.c_str());
+    Source s{*w};
+    s.scale = scale;
+    s.bits = pack_bits_;
+    s.group = pack_group_;
+    const SafetensorsTensor& ht = *shape->tensor;
+    CLB_CHECK((ht.dtype == StDType::kI32 || ht.dtype == StDType::kI64) && ht.n_elements() == 2,
+              "%s: tensor %s: expected two integers (rows, columns)", where_.c_str(), hn.c_str());
+    for (int k = 0; k < 2; ++k) {
+      int64_t v = 0;
+      if (ht.dtype == StDType::kI32) {
+        int32_t v32;
+        std::memcpy(&v32, shape->file->data(ht) + 4 * k, 4);
+        v = v32;
+      } else {
+        std::memcpy(&v, shape->file->data(ht) + 8 * k, 8);
+      }
+      CLB_CHECK(v > 0 && v <= (int64_t{1} << 31), "%s: tensor %s: dimension %d is %lld",
+                where_.c_str(), hn.c_str(), k, static_cast<long long>(v));
+      s.packed_shape.push_back(v);
+    }
+    const int64_t rows = s.packed_shape[0], cols = s.packed_shape[1];
+    const int64_t words = (cols * s.bits + 31) / 32, groups = (cols + s.group - 1) / s.group;
+    const SafetensorsTensor& wt = *w->tensor;
+    CLB_CHECK(wt.dtype == StDType::kI32 && wt.shape.size() == 2 && wt.shape[0] == rows &&
+                  wt.shape[1] == words,
+              "%s: tensor %s_packed: expected I32 (%lld, %lld) for a (%lld, %lld) weight of %d "
+              "bits",
+              where_.c_str(), name.c_str(), static_cast<long long>(rows),
+              static_cast<long long>(words), static_cast<long long>(rows),
+              static_cast<long long>(cols), s.bits);
+    const SafetensorsTensor& st = *scale->tensor;
+    CLB_CHECK((st.dtype == StDType::kBF16 || st.dtype == StDType::kF16 ||
+               st.dtype == StDType::kF32) &&
+                  st.shape.size() == 2 && st.shape[0] == rows && st.shape[1] == groups,
+              "%s: tensor %s: expected BF16, F16 or F32 scales (%lld, %lld), one per %lld columns",
+              where_.c_str(), sn.c_str(), static_cast<long long>(rows),
+              static_cast<long long>(groups), static_cast<long long>(s.group));
+    for (const std::string& n : {w->tensor->name, sn, hn}) used_.insert(n);
+    return s;
+  }
+
+  // The weight `name`, plain or packed; nullopt when the folder has neither.
+  std::optional<Source> find_source(const std::string& name) {
+    if (const SafetensorsSet::Entry* e = set_.find(name)) return source(*e);
+    return packed_source(name);
   }
 
   void add(const HfTensorRule& rule, int layer) {
@@ -146,45 +293,48 @@ class Planner {
     if (rule.layout == HfLayout::kMxfp4Experts) return add_mxfp4(rule, layer, std::move(t));
     if (rule.layout == HfLayout::kExperts) {
       const std::string first = hf_rule_name(rule.hf, layer, 0);
-      if (!set_.find(first)) {
+      if (!set_.find(first) && !set_.find(first + "_packed")) {
         CLB_CHECK(rule.optional, "%s: tensor %s is missing (layer %d's expert 0 of %s)",
                   where_.c_str(), first.c_str(), layer, t.name.c_str());
         return;
       }
       for (int e = 0; e < shape_.n_expert; ++e) {
         const std::string n = hf_rule_name(rule.hf, layer, e);
-        const SafetensorsSet::Entry* src = set_.find(n);
-        CLB_CHECK(src != nullptr, "%s: tensor %s is missing (expert %d of %d in layer %d)",
+        std::optional<Source> src = find_source(n);
+        CLB_CHECK(src.has_value(), "%s: tensor %s is missing (expert %d of %d in layer %d)",
                   where_.c_str(), n.c_str(), e, shape_.n_expert, layer);
-        t.sources.push_back(source(*src));
+        t.sources.push_back(std::move(*src));
       }
     } else {
       const std::string n = hf_rule_name(rule.hf, layer);
-      const SafetensorsSet::Entry* src = set_.find(n);
+      std::optional<Source> src = find_source(n);
       if (!src) {
         CLB_CHECK(rule.optional, "%s: tensor %s is missing", where_.c_str(), n.c_str());
         return;
       }
-      t.sources.push_back(source(*src));
+      t.sources.push_back(std::move(*src));
     }
 
     // Shapes: every source alike, a vector or a matrix.
-    const SafetensorsTensor& s0 = *t.sources[0].w.tensor;
+    const Source& src0 = t.sources[0];
+    const SafetensorsTensor& s0 = *src0.w.tensor;
+    const std::vector<int64_t>& shape0 = shape_of(src0);
     const std::string hf0 = s0.name;
     for (const Source& s : t.sources)
-      CLB_CHECK(s.w.tensor->shape == s0.shape && s.w.tensor->dtype == s0.dtype,
+      CLB_CHECK(shape_of(s) == shape0 && s.w.tensor->dtype == s0.dtype && s.bits == src0.bits,
                 "%s: tensor %s: shape or dtype differs from %s (experts of one layer must match)",
                 where_.c_str(), s.w.tensor->name.c_str(), hf0.c_str());
-    const auto src_type = natural_type(s0.dtype);
+    const auto src_type = natural_type(src0);
     CLB_CHECK(src_type.has_value(),
-              "%s: tensor %s: dtype %s is not converted (F32, F16, BF16, F8_E4M3)", where_.c_str(),
-              hf0.c_str(), st_dtype_name(s0.dtype));
-    CLB_CHECK(s0.shape.size() == 1 || s0.shape.size() == 2,
+              "%s: tensor %s: dtype %s is not converted (F32, F16, BF16, F8_E4M3, packed "
+              "integers)",
+              where_.c_str(), hf0.c_str(), st_dtype_name(s0.dtype));
+    CLB_CHECK(shape0.size() == 1 || shape0.size() == 2,
               "%s: tensor %s: expected 1 or 2 dims, has %zu", where_.c_str(), hf0.c_str(),
-              s0.shape.size());
-    t.vector = s0.shape.size() == 1;
-    const int64_t rows = t.vector ? 1 : s0.shape[0];
-    const int64_t cols = s0.shape.back();
+              shape0.size());
+    t.vector = shape0.size() == 1;
+    const int64_t rows = t.vector ? 1 : shape0[0];
+    const int64_t cols = shape0.back();
     CLB_CHECK(rows > 0 && cols > 0, "%s: tensor %s is empty", where_.c_str(), hf0.c_str());
     t.rows_per_source = rows;
     auto need_matrix = [&] {
@@ -380,6 +530,9 @@ class Planner {
   std::optional<DType> type_;
   std::string where_;
   int64_t block_rows_ = 128, block_cols_ = 128;
+  int pack_bits_ = 0;        // compressed-tensors' packed integers, where configured
+  int64_t pack_group_ = 0;
+  std::string packed_error_;  // why packed integers in this folder are not converted
   std::vector<Planned> plan_;
   std::set<std::string> used_, names_;
 };
@@ -474,7 +627,7 @@ void fill_range(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
     const auto [si, sr] = source_row(t, r);
     const Source& s = t.sources[si];
     const SafetensorsTensor& st = *s.w.tensor;
-    if (natural_type(st.dtype) == t.type && st.dtype != StDType::kF8E4M3) {
+    if (!s.bits && natural_type(st.dtype) == t.type && st.dtype != StDType::kF8E4M3) {
       std::memcpy(out, s.w.file->data(st) + static_cast<size_t>(sr) * out_row,
                   out_row);  // bit for bit
     } else {

@@ -20,10 +20,19 @@ class ThreadPool;
 
 // One Hugging Face tensor feeding a GGUF tensor; FP8 weights carry their
 // per-block scales (weight_scale_inv: one F32 per block of rows x cols).
+// Integer weights packed by compressed-tensors (pack-quantized: Kimi-K2
+// Thinking's INT4 experts) are NAME_packed (I32 words, `bits`-bit codes
+// from the lowest bits up, code = value + 2^(bits-1)) with NAME_scale (one
+// per group of `group` columns) and NAME_shape (rows, cols).
 struct Source {
   SafetensorsSet::Entry w;
   const SafetensorsSet::Entry* scale = nullptr;
   int64_t block_rows = 0, block_cols = 0;
+  // Packed integers: the weight's own shape (w is NAME_packed), the code
+  // width and the columns a scale covers; bits 0 otherwise.
+  std::vector<int64_t> packed_shape = {};
+  int bits = 0;
+  int64_t group = 0;
 };
 
 // One GGUF tensor and where its rows come from.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "../process_tmp_dir.h"
@@ -376,6 +377,115 @@ TEST(HfConvert, GlmNextnLayerIsKeptAsLlamaCppKeepsIt) {
       {});
   EXPECT_NE(error_of([&] { convert(d); })
                 .find("model.layers." + std::to_string(n_block - 1) + ".hnorm.weight"),
+            std::string::npos);
+}
+
+// compressed-tensors' pack-quantized integer experts (Kimi-K2 Thinking's INT4
+// release), written here as compressed-tensors' pack_to_int32 writes them:
+// NAME_packed (I32 words, eight 4-bit codes from the lowest bits up, code =
+// value + 8), NAME_scale (BF16, one per 32 columns), NAME_shape (rows, cols).
+// The golden DeepSeek-V3 model with its experts replaced by such values
+// converts (to F32) to exactly those values.
+TEST(HfConvert, PackedInt4ExpertsDequantize) {
+  const fs::path gguf = kGolden / "deepseek-v3-f32.gguf";
+  if (!fs::exists(gguf)) GTEST_SKIP() << "test data absent: " << gguf;
+  auto golden = GgufFile::open(gguf.string());
+  struct Packed {
+    int64_t rows, cols;
+    std::vector<uint8_t> words, scales;  // I32 (rows, cols / 8), BF16 (rows, cols / 32)
+  };
+  std::map<std::string, Packed> packed;  // by Hugging Face name
+  GgufWriter w;
+  for (const GgufKV& kv : golden->metadata()) w.set_value(kv.key, kv.value);
+  for (const GgufTensor& t : golden->tensors()) {
+    const float* x = reinterpret_cast<const float*>(golden->tensor_data(t));
+    std::vector<float> v(x, x + t.n_elements());
+    const std::string name(t.name);
+    const size_t at = name.find(".ffn_"), end = name.find("_exps.weight");
+    if (at != std::string::npos && end != std::string::npos) {
+      const int64_t cols = t.ne[0], rows = t.ne[1];
+      const std::string layer = name.substr(4, at - 4), proj = name.substr(at + 5, end - at - 5);
+      for (int64_t e = 0; e < t.ne[2]; ++e) {
+        Packed pk{rows, cols, std::vector<uint8_t>(static_cast<size_t>(rows * cols / 2)),
+                  std::vector<uint8_t>(static_cast<size_t>(rows * cols / 32) * 2)};
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t g = 0; g < cols / 32; ++g) {
+            float* grp = &v[static_cast<size_t>((e * rows + r) * cols + g * 32)];
+            float amax = 0;
+            for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(grp[i]));
+            const uint16_t sb = fp32_to_bf16(std::max(amax, 1e-6f) / 7.0f);
+            const float scale = bf16_to_fp32(sb);
+            std::memcpy(&pk.scales[static_cast<size_t>(r * (cols / 32) + g) * 2], &sb, 2);
+            for (int i = 0; i < 32; ++i) {
+              const long q = std::clamp(std::lround(grp[i] / scale), -8L, 7L);
+              grp[i] = static_cast<float>(q) * scale;
+              const int64_t c = g * 32 + i;
+              uint8_t& byte = pk.words[static_cast<size_t>((r * cols + c) / 2)];
+              byte = static_cast<uint8_t>(byte | (q + 8) << (4 * (c % 2)));
+            }
+          }
+        packed["model.layers." + layer + ".mlp.experts." + std::to_string(e) + "." + proj +
+               "_proj.weight"] = std::move(pk);
+      }
+    }
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), std::move(bytes));
+  }
+  ASSERT_GT(packed.size(), 0u);
+  const fs::path src = tmp().path / "v3-int4.gguf";
+  w.write(src.string());
+  auto want = GgufFile::open(src.string());
+
+  const fs::path d = tmp().path / "v3-int4";
+  test::export_hf_folder(*want, d);
+  json cfg = load_json(d / "config.json");
+  cfg["quantization_config"] = json::parse(R"({"quant_method": "compressed-tensors",
+      "format": "pack-quantized", "quantization_status": "compressed",
+      "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4,
+        "group_size": 32, "strategy": "group", "symmetric": true, "type": "int"}}}})");
+  std::ofstream(d / "config.json") << cfg.dump(2);
+  std::vector<std::string> with_scales;
+  rewrite_tensors(
+      d,
+      [&](std::string& name, StDType& dt, std::vector<int64_t>& shape, std::vector<uint8_t>& b) {
+        const auto it = packed.find(name);
+        if (it == packed.end()) return true;
+        // The bytes of the words are the codes two to a byte, low nibble first.
+        b = it->second.words;
+        dt = StDType::kI32;
+        shape = {it->second.rows, it->second.cols / 8};
+        with_scales.push_back(name);
+        name += "_packed";
+        return true;
+      },
+      [&](SafetensorsWriter& sw) {
+        for (const std::string& n : with_scales) {
+          const Packed& pk = packed.at(n);
+          sw.add(n + "_scale", StDType::kBF16, {pk.rows, pk.cols / 32}, pk.scales);
+          const int32_t dims[2] = {static_cast<int32_t>(pk.rows), static_cast<int32_t>(pk.cols)};
+          std::vector<uint8_t> shape_bytes(8);
+          std::memcpy(shape_bytes.data(), dims, 8);
+          sw.add(n + "_shape", StDType::kI32, {2}, std::move(shape_bytes));
+        }
+      });
+  ASSERT_EQ(with_scales.size(), packed.size());
+
+  const fs::path out = convert(d, DType::F32);
+  auto got = GgufFile::open(out.string());
+  expect_same_tensors(*want, *got);
+  // Without --type, packed experts become BF16, as llama.cpp's converter makes them.
+  auto natural = GgufFile::open(convert(d).string());
+  EXPECT_EQ(natural->find_tensor("blk.1.ffn_up_exps.weight")->type, DType::BF16);
+  EXPECT_EQ(natural->find_tensor("blk.1.attn_q_a.weight")->type, DType::F32);
+
+  // What is not converted says so.
+  cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["symmetric"] = false;
+  std::ofstream(d / "config.json") << cfg.dump(2);
+  EXPECT_NE(error_of([&] { convert(d); }).find("only symmetric weights"), std::string::npos);
+  cfg.erase("quantization_config");
+  std::ofstream(d / "config.json") << cfg.dump(2);
+  EXPECT_NE(error_of([&] { convert(d); }).find("_packed, but config.json's quantization_config"),
             std::string::npos);
 }
 

@@ -290,7 +290,9 @@ class PyScanner {
 };
 
 // The position just after "name =" on the first line that assigns name.
-std::optional<size_t> find_assignment(std::string_view src, std::string_view name) {
+// The positions just after "name =" on every line that assigns name, in order.
+std::vector<size_t> find_assignments(std::string_view src, std::string_view name) {
+  std::vector<size_t> out;
   size_t line = 0;
   while (line < src.size()) {
     size_t j = line;
@@ -302,12 +304,33 @@ std::optional<size_t> find_assignment(std::string_view src, std::string_view nam
       }
       while (k < src.size() && (src[k] == ' ' || src[k] == '\t')) ++k;
       if (k < src.size() && src[k] == '=' && (k + 1 >= src.size() || src[k + 1] != '='))
-        return k + 1;
+        out.push_back(k + 1);
     }
     const size_t nl = src.find('\n', line);
     if (nl == std::string_view::npos) break;
     line = nl + 1;
   }
+  return out;
+}
+
+// The first assignment of name whose value `read` accepts: a line such as
+// `pat_str=self.pat_str,` (a keyword argument) is passed over. When none is
+// accepted, the first one's error.
+template <typename T, typename Read>
+std::optional<T> first_constant(std::string_view src, std::string_view name,
+                                const std::string& where, Read read) {
+  std::optional<Error> first;
+  for (size_t at : find_assignments(src, name)) {
+    try {
+      PyScanner scan(src, at, where + ": " + std::string(name));
+      T value = read(scan);
+      scan.end_of_statement();
+      return value;
+    } catch (const Error& e) {
+      if (!first) first = e;
+    }
+  }
+  if (first) throw *first;
   return std::nullopt;
 }
 
@@ -436,22 +459,14 @@ std::vector<std::pair<int32_t, int32_t>> recover_tiktoken_merges(
 
 std::optional<std::string> python_string_constant(std::string_view source, std::string_view name,
                                                   const std::string& where) {
-  const std::optional<size_t> at = find_assignment(source, name);
-  if (!at) return std::nullopt;
-  PyScanner scan(source, *at, where + ": " + std::string(name));
-  std::string value = scan.expression();
-  scan.end_of_statement();
-  return value;
+  return first_constant<std::string>(source, name, where,
+                                     [](PyScanner& scan) { return scan.expression(); });
 }
 
 std::optional<int64_t> python_int_constant(std::string_view source, std::string_view name,
                                            const std::string& where) {
-  const std::optional<size_t> at = find_assignment(source, name);
-  if (!at) return std::nullopt;
-  PyScanner scan(source, *at, where + ": " + std::string(name));
-  const std::optional<int64_t> v = scan.integer();
-  scan.end_of_statement();
-  return v;
+  return first_constant<int64_t>(source, name, where,
+                                 [](PyScanner& scan) { return *scan.integer(); });
 }
 
 json tiktoken_tokenizer_json(const TiktokenFiles& files, const std::string& where) {

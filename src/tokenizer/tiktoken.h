@@ -57,9 +57,10 @@ std::vector<std::pair<int32_t, int32_t>> recover_tiktoken_merges(
 // The value a Python source assigns to `name` (`name = ...` at the start of a
 // line, any indentation, optionally annotated): string literals (r/u
 // prefixes, single or triple quotes), adjacent ones concatenated, in
-// parentheses or not, or "sep".join([...]) / "sep".join((...)) of such.
-// nullopt when no line assigns name; Error (naming `where` and the line) when
-// the value is anything else.
+// parentheses or not, or "sep".join([...]) / "sep".join((...)) of such. The
+// first such assignment counts (a keyword argument `name=self.name,` is
+// passed over). nullopt when no line assigns name; Error (naming `where` and
+// the line of the first) when no assignment's value is of that form.
 std::optional<std::string> python_string_constant(std::string_view source, std::string_view name,
                                                   const std::string& where);
 

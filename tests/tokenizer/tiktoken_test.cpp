@@ -216,6 +216,8 @@ TEST(Tiktoken, PythonStringConstants) {
             "A\n");
   EXPECT_EQ(get("pat_str = 'a' \\\n  'b'\n"), "ab");
   EXPECT_EQ(get("pat_strx = 'a'\nif pat_str == 'b': pass\n"), std::nullopt);
+  // A keyword argument of the same name is passed over.
+  EXPECT_EQ(get("  enc = Encoding(\n    pat_str=self.pat_str,\n  )\npat_str = r'x'\n"), "x");
   EXPECT_EQ(python_int_constant("  num_reserved_special_tokens = 1_024  # ids\n",
                                 "num_reserved_special_tokens", "m.py"),
             1024);

@@ -76,17 +76,19 @@ void FileSet::advise(int advice) const {
 }
 
 void FileSet::check_unchanged() const {
-  for (const File& f : files_) {
-    struct stat st {};
-    CLB_CHECK(fstat(f.fd, &st) == 0, "%s: %s", f.path.c_str(), std::strerror(errno));
-    CLB_CHECK(static_cast<uint64_t>(st.st_size) == f.size && st.st_mtim.tv_sec == f.mtime.tv_sec &&
-                  st.st_mtim.tv_nsec == f.mtime.tv_nsec,
-              "%s: the model file changed while in use (%llu bytes when opened, %lld now%s); "
-              "restart to load the new file",
-              f.path.c_str(), static_cast<unsigned long long>(f.size),
-              static_cast<long long>(st.st_size),
-              static_cast<uint64_t>(st.st_size) == f.size ? ", modified in place" : "");
-  }
+  for (const File& f : files_) check_unchanged(f);
+}
+
+void FileSet::check_unchanged(const File& f) const {
+  struct stat st {};
+  CLB_CHECK(fstat(f.fd, &st) == 0, "%s: %s", f.path.c_str(), std::strerror(errno));
+  CLB_CHECK(static_cast<uint64_t>(st.st_size) == f.size && st.st_mtim.tv_sec == f.mtime.tv_sec &&
+                st.st_mtim.tv_nsec == f.mtime.tv_nsec,
+            "%s: the model file changed while in use (%llu bytes when opened, %lld now%s); "
+            "restart to load the new file",
+            f.path.c_str(), static_cast<unsigned long long>(f.size),
+            static_cast<long long>(st.st_size),
+            static_cast<uint64_t>(st.st_size) == f.size ? ", modified in place" : "");
 }
 
 }  // namespace colibri

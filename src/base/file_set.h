@@ -41,8 +41,9 @@ class FileSet {
   // posix_fadvise(advice) on every file, whole.
   void advise(int advice) const;
   // Throws Error when a file's size or modification time is not what it was
-  // when opened.
+  // when opened: every file's, or one's.
   void check_unchanged() const;
+  void check_unchanged(const File& f) const;
 
  private:
   std::vector<File> files_;

@@ -325,10 +325,6 @@ StreamingExpertStore::~StreamingExpertStore() {
   }
 }
 
-void StreamingExpertStore::check_file() const {
-  files_->check_unchanged();
-}
-
 void StreamingExpertStore::before_read(void* ctx, ReadOp& op) {
   auto* self = static_cast<StreamingExpertStore*>(ctx);
   const size_t at = static_cast<size_t>(op.dst - self->pool_);
@@ -493,16 +489,23 @@ void StreamingExpertStore::io_waiting(int delta) {
 
 void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, bool urgent,
                                       bool warming) {
-  check_file();
+  const int layer = key / n_expert_, expert = key % n_expert_;
+  Part parts[3];
+  layer_parts(layers_[layer], parts);
+  // The file each part is in (one of a split model's), which must not have
+  // changed since it was opened: checked before anything changes, once per
+  // load but where a split falls between the parts.
+  const FileSet::File* file_of[kParts];
+  for (int p = 0; p < kParts; ++p) {
+    file_of[p] = &files_->at(parts[p].offset + static_cast<uint64_t>(expert) * parts[p].stack->slab_bytes());
+    if (p == 0 || file_of[p] != file_of[p - 1]) files_->check_unchanged(*file_of[p]);
+  }
   want_populated(slot);
   Slot& s = slots_[slot];
   if (s.key >= 0) {
     where_[s.key] = -1;
     if (s.state == State::kReady) ++stats_.evictions;
   }
-  const int layer = key / n_expert_, expert = key % n_expert_;
-  Part parts[3];
-  layer_parts(layers_[layer], parts);
   TensorView* views[3] = {&s.w.gate, &s.w.up, &s.w.down};
   uint8_t* base = pool_ + static_cast<size_t>(slot) * slot_bytes_;
   size_t at = 0;
@@ -514,8 +517,7 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
     op.dst = base + at;
     *views[p] = parts[p].stack->slab(expert);
     views[p]->packed = packs(views[p]->type, views[p]->n_rows());
-    // Offsets into the file the slab is in (one of a split model's).
-    const FileSet::File& file = files_->at(off);
+    const FileSet::File& file = *file_of[p];
     if (files_->direct()) {
       const uint64_t a0 = off / align_ * align_, a1 = round_up(off + len, align_);
       op.fd = file.direct_fd;

@@ -150,7 +150,6 @@ class StreamingExpertStore : public ExpertStore {
   static constexpr size_t kWarmChunk = size_t{512} << 10;
 
   static void on_read(void* ctx, ReadOp& op, const char* error);
-  void check_file() const;
   void enter_layer(int layer);
   // The slot to fill among the active ones; -1 if none may be evicted now.
   int pick_victim(bool for_prefetch) const;

@@ -497,7 +497,8 @@ void StreamingExpertStore::start_load(int slot, int32_t key, bool by_prefetch, b
   // load but where a split falls between the parts.
   const FileSet::File* file_of[kParts];
   for (int p = 0; p < kParts; ++p) {
-    file_of[p] = &files_->at(parts[p].offset + static_cast<uint64_t>(expert) * parts[p].stack->slab_bytes());
+    file_of[p] =
+        &files_->at(parts[p].offset + static_cast<uint64_t>(expert) * parts[p].stack->slab_bytes());
     if (p == 0 || file_of[p] != file_of[p - 1]) files_->check_unchanged(*file_of[p]);
   }
   want_populated(slot);

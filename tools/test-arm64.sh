@@ -59,15 +59,15 @@ step "store: page sizes, I/O engines" "$qemu" -cpu max $bin/tests/moe/test_moe \
   --gtest_filter='PageSize.*:*IoEngine*:StreamingStore.*'
 
 if [ -d "$shared/golden" ]; then
-  # The types models use most, GPT-OSS's MXFP4 experts among them, in under
+  # The types models use most, GPT-OSS's MXFP4 experts and IQ4 among them, in under
   # half a minute of emulation (an F16 file takes 85 s alone; the F16 dot is
   # in the kernel tests).
   g='Models/Golden.MatchesLlamaCpp'
   filter="$g/qwen3moe_q4_0:$g/olmoe_q8_0:$g/mixtral_q4_0:$g/qwen3moe_h256_q4_k_m:$g/qwen3moe_h256_q6_k"
-  filter+=":$g/gptoss_mxfp4*"
+  filter+=":$g/gptoss_mxfp4*:$g/qwen3moe_h256_iq4_xs:$g/deepseek_v3_iq4_nl"
   step "golden subset, -cpu max" "$qemu" -cpu max $bin/tests/golden/test_golden --gtest_filter="$filter"
   step "golden q4_0 and mxfp4, -cpu cortex-a53" "$qemu" -cpu cortex-a53 $bin/tests/golden/test_golden \
-    --gtest_filter="$g/qwen3moe_q4_0:$g/mixtral_q4_0:$g/gptoss_mxfp4*"
+    --gtest_filter="$g/qwen3moe_q4_0:$g/mixtral_q4_0:$g/gptoss_mxfp4*:$g/qwen3moe_h256_iq4_xs"
   # Greedy text: the ARM binary at each level equals the x86 build's.
   # greedy_text MODEL "CPUS" [EXTRA FLAGS...]
   greedy_text() {

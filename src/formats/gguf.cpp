@@ -154,10 +154,8 @@ const char* ggml_type_name(uint32_t id) {
     case 17: return "iq2_xs";
     case 18: return "iq3_xxs";
     case 19: return "iq1_s";
-    case 20: return "iq4_nl";
     case 21: return "iq3_s";
     case 22: return "iq2_s";
-    case 23: return "iq4_xs";
     case 24: return "i8";
     case 25: return "i16";
     case 26: return "i32";
@@ -421,7 +419,7 @@ void GgufFile::parse_all() {
     const DTypeInfo* info = dtype_info(ty);
     CLB_CHECK(info != nullptr && info->weight,
               "%s: tensor type %u (%s) is not supported (supported: f32 f16 bf16 q8_0 q4_0 q4_1 "
-              "q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K mxfp4)",
+              "q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs mxfp4)",
               wt.c_str(), ty, ggml_type_name(ty));
     t.type = info->type;
     CLB_CHECK(t.ne[0] % info->block_size == 0,

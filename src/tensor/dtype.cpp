@@ -23,6 +23,8 @@ constexpr DTypeInfo kInfos[] = {
     {DType::Q5_K, "q5_K", 256, 176, true},
     {DType::Q6_K, "q6_K", 256, 210, true},
     {DType::Q8_K, "q8_K", 256, 292, false},
+    {DType::IQ4_NL, "iq4_nl", 32, 18, true},
+    {DType::IQ4_XS, "iq4_xs", 256, 136, true},
     {DType::BF16, "bf16", 1, 2, true},
     {DType::MXFP4, "mxfp4", 32, 17, true},
 };

@@ -100,6 +100,32 @@ struct block_mxfp4 {
 };
 inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
+// IQ4_NL: 32 elements x = d * kIq4nlValues[code], the 4-bit codes in the
+// nibbles as q4_0's (element j low in qs[j], j + 16 high). The table is a
+// non-uniform grid, denser near zero, as trained weights are distributed.
+struct block_iq4_nl {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+// IQ4_XS: 256 elements in 8 sub-blocks of 32, each x = d * (ls - 32) *
+// kIq4nlValues[code] with a 6-bit scale ls: its low 4 bits in scales_l[ib / 2]
+// (low nibble for even ib), its high 2 bits at bit 2 ib of scales_h. Sub-block
+// ib's codes are qs[16 ib .. 16 ib + 15], laid out as one IQ4_NL block's.
+struct block_iq4_xs {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
+// The 6-bit scale of sub-block ib (0..7) of an IQ4_XS block, bias 32 removed.
+inline int iq4_xs_scale(const block_iq4_xs& b, int ib) {
+  const int lo = (b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+  const int hi = (b.scales_h >> (2 * ib)) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
 // 2^(e - 128) exactly, built from its bits (ggml's GGML_E8M0_TO_FP32_HALF):
 // e = 0 and 1 are the denormals 2^-128 and 2^-127, e = 255 gives 2^127 (E8M0's
 // NaN code is not treated specially, as in ggml).
@@ -127,6 +153,8 @@ static_assert(sizeof(block_q5_K) == 176);
 static_assert(sizeof(block_q6_K) == 210);
 static_assert(sizeof(block_q8_K) == 292);
 static_assert(sizeof(block_mxfp4) == 17);
+static_assert(sizeof(block_iq4_nl) == 18);
+static_assert(sizeof(block_iq4_xs) == 136);
 
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block: bytes
 // 0..3 hold scales 0..3 (low 6 bits), 4..7 mins 0..3; 8..11 hold the low

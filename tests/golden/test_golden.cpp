@@ -1,5 +1,6 @@
-// The engine against llama.cpp's outputs on the models in ../shared/golden,
-// with the comparison rules of ../shared/golden/README.md: per file a logit
+// The engine against llama.cpp's outputs on the models in ../shared/golden
+// and tests/data/golden (made the same way, make_golden.sh there), with the
+// comparison rules of ../shared/golden/README.md: per file a logit
 // tolerance T and a routing near-tie threshold G; a routing difference at a
 // near-tie ends the checked part of a case.
 #include <gtest/gtest.h>
@@ -22,6 +23,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kGolden = fs::path(COLIBRI_SHARED_DIR) / "golden";
+// The types ../shared/golden lacks (IQ4_NL, IQ4_XS), from its float models.
+const fs::path kRepoGolden = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
 
 struct Tolerance {
   double T, G;
@@ -161,21 +164,28 @@ CaseReport check_case(Engine& engine, const json& c, Tolerance tol, const std::s
 }
 
 struct GoldenParam {
+  fs::path dir;
   std::string model;
   bool dequant;  // compare with NAME.dequant-f32.json in the reference precision
 };
 
-std::vector<GoldenParam> golden_params() {
+std::vector<GoldenParam> golden_params(const fs::path& dir) {
   std::vector<GoldenParam> ps;
-  if (!fs::exists(kGolden)) return ps;
+  if (!fs::exists(dir)) return ps;
   std::vector<std::string> models;
-  for (const auto& e : fs::directory_iterator(kGolden))
+  for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".gguf") models.push_back(e.path().stem().string());
   std::sort(models.begin(), models.end());
   for (const std::string& m : models) {
-    ps.push_back({m, false});
-    if (fs::exists(kGolden / (m + ".dequant-f32.json"))) ps.push_back({m, true});
+    ps.push_back({dir, m, false});
+    if (fs::exists(dir / (m + ".dequant-f32.json"))) ps.push_back({dir, m, true});
   }
+  return ps;
+}
+
+std::vector<GoldenParam> golden_params() {
+  std::vector<GoldenParam> ps = golden_params(kGolden);
+  for (GoldenParam& p : golden_params(kRepoGolden)) ps.push_back(std::move(p));
   return ps;
 }
 
@@ -183,10 +193,10 @@ class Golden : public ::testing::TestWithParam<GoldenParam> {};
 
 TEST_P(Golden, MatchesLlamaCpp) {
   const GoldenParam& p = GetParam();
-  const fs::path ref = kGolden / (p.model + (p.dequant ? ".dequant-f32.json" : ".json"));
+  const fs::path ref = p.dir / (p.model + (p.dequant ? ".dequant-f32.json" : ".json"));
   json j = load_json(ref);
   EngineOptions o;
-  o.model_path = (kGolden / (p.model + ".gguf")).string();
+  o.model_path = (p.dir / (p.model + ".gguf")).string();
   o.n_ctx = 512;
   o.n_batch = 128;  // the longest golden prompts have 94 tokens
   o.n_threads = 2;
@@ -221,7 +231,11 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
 TEST(GoldenPresence, SharedDataAvailable) {
   if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent: golden tests skipped";
-  EXPECT_EQ(golden_params().size(), 30u + 18u) << "expected 30 models and 18 dequant references";
+  EXPECT_EQ(golden_params(kGolden).size(), 30u + 18u) << "expected 30 models and 18 dequant references";
+}
+
+TEST(GoldenPresence, RepoDataAvailable) {
+  EXPECT_EQ(golden_params(kRepoGolden).size(), 2u + 2u) << "expected 2 models and 2 dequant references";
 }
 
 // llama2.c's run.c greedy output from the empty prompt, for the dense model
@@ -276,14 +290,14 @@ std::vector<CacheDiff> cache_vs_f32(DType type, int* skipped) {
   std::vector<CacheDiff> out;
   for (const GoldenParam& p : golden_params()) {
     if (p.dequant) continue;
-    const json j = load_json(kGolden / (p.model + ".json"));
+    const json j = load_json(p.dir / (p.model + ".json"));
     std::vector<std::vector<float>> rows[2];
     std::vector<std::vector<int32_t>> routes[2];
     size_t kv_bytes[2] = {};
     bool storable = true;
     for (int quant = 0; quant < 2 && storable; ++quant) {
       EngineOptions o;
-      o.model_path = (kGolden / (p.model + ".gguf")).string();
+      o.model_path = (p.dir / (p.model + ".gguf")).string();
       o.n_ctx = 512;
       o.n_batch = 128;
       o.n_threads = 2;

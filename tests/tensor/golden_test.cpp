@@ -1,10 +1,16 @@
 // Every tensor of every golden model (../shared/golden/*.gguf, written by
 // llama.cpp's tools) dequantizes to finite values; F16/BF16 tensors equal the
-// bit-exact conversion of each element.
+// bit-exact conversion of each element. The models of tests/data/golden
+// (IQ4_NL, IQ4_XS) dequantize to llama.cpp's own values, bit for bit.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <set>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
 #include "tensor/half.h"
@@ -54,6 +60,56 @@ TEST(Golden, EveryTensorDequantizes) {
     }
   }
   EXPECT_GT(n_quant, 0);
+}
+
+// FNV-1a (64-bit) of a float array's bytes, as make_golden.sh hashes
+// llama.cpp's dequantized tensors.
+uint64_t fnv1a64(const float* v, size_t n, uint64_t h) {
+  const auto* b = reinterpret_cast<const unsigned char*>(v);
+  for (size_t i = 0; i < n * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+// tests/data/golden/NAME.dequant-f32.fnv.json holds, per tensor of NAME.gguf,
+// the hash of the F32 values llama-quantize wrote when it dequantized the file
+// (make_golden.sh): every tensor, whatever its type, must dequantize to those
+// bits here, so a nibble order, a scale's bit field or the IQ4 value table
+// that differed from llama.cpp's in a single element fails.
+TEST(Golden, RepoModelsDequantizeToLlamaCppsBits) {
+  const fs::path dir = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
+  std::vector<fs::path> refs;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().string().ends_with(".dequant-f32.fnv.json")) refs.push_back(e.path());
+  std::sort(refs.begin(), refs.end());
+  ASSERT_EQ(refs.size(), 2u);
+  std::set<std::string> types;
+  for (const fs::path& ref : refs) {
+    std::ifstream in(ref);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const std::string name = ref.filename().string();
+    const auto file = GgufFile::open((dir / (name.substr(0, name.find('.')) + ".gguf")).string());
+    EXPECT_EQ(file->tensors().size(), j["tensors"].size()) << name;
+    std::vector<float> row;
+    for (const GgufTensor& t : file->tensors()) {
+      ASSERT_TRUE(j["tensors"].contains(t.name)) << name << " " << t.name;
+      const auto& want = j["tensors"][t.name];
+      std::string type = dtype_name(t.type);  // "q6_K"; gguf-py writes "q6_k"
+      for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      EXPECT_EQ(want["type"].get<std::string>(), type) << t.name;
+      const TensorView v = file->view(t);
+      row.resize(static_cast<size_t>(v.ne[0]));
+      uint64_t h = 0xcbf29ce484222325ULL;
+      for (int64_t r = 0; r < v.n_rows(); ++r) {
+        dequantize_row(t.type, v.row(r), row.data(), v.ne[0]);
+        h = fnv1a64(row.data(), row.size(), h);
+      }
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+      EXPECT_EQ(hex, want["fnv1a64"].get<std::string>()) << name << " " << t.name << " (" << dtype_name(t.type) << ")";
+      types.insert(dtype_name(t.type));
+    }
+  }
+  EXPECT_TRUE(types.count("iq4_nl") && types.count("iq4_xs"));
 }
 
 }  // namespace

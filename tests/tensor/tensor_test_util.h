@@ -18,7 +18,7 @@ namespace colibri::testing {
 inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
                                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                          DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                                         DType::Q6_K, DType::MXFP4};
+                                         DType::Q6_K, DType::MXFP4, DType::IQ4_NL, DType::IQ4_XS};
 
 // How the block scales of random weights are chosen.
 enum class Scales { kTypical, kLarge };
@@ -115,6 +115,14 @@ inline std::vector<uint8_t> random_weights(DType t, int64_t n, std::mt19937& rng
       for (int64_t i = 0; i < nb; ++i)
         reinterpret_cast<block_mxfp4*>(buf.data())[i].e =
             static_cast<uint8_t>((s == Scales::kLarge ? 133 : 118) + byte(rng) % 5);
+      break;
+    case DType::IQ4_NL:
+      for (int64_t i = 0; i < nb; ++i)
+        set_half(&reinterpret_cast<block_iq4_nl*>(buf.data())[i].d, sgn() * sc() / 8);
+      break;
+    case DType::IQ4_XS:  // values up to 127 x 32 times d
+      for (int64_t i = 0; i < nb; ++i)
+        set_half(&reinterpret_cast<block_iq4_xs*>(buf.data())[i].d, sgn() * sc() / 256);
       break;
     default:
       break;

@@ -157,6 +157,17 @@ struct Mxfp4W {
   static float32x4_t scales4(const Scale e[4]) { return e8m0_half4(e); }
 };
 
+// IQ4_NL: the codes through a 16-byte table (tbl) to kIq4nlValues.
+struct Iq4NlW : HalfScale {
+  using Block = block_iq4_nl;
+  static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
+    const int8x16_t values = vld1q_s8(kIq4nlValues);
+    const uint8x16_t q = vld1q_u8(b.qs);
+    lo = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
+    hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+  }
+};
+
 template <typename W, typename X>
 inline int32x4_t block_dot(const typename W::Block& w, const X& x) {
   int8x16_t lo, hi;
@@ -316,6 +327,30 @@ float dot_q6_K(const void* wv, const void* xv, int64_t n) {
   return sum;
 }
 
+// IQ4_XS: per super-block the exact integer sum over its eight sub-blocks of
+// (ls - 32) times the sub-block's dot, then one float product, as the x86
+// kernels compute it.
+float dot_iq4_xs(const void* wv, const void* xv, int64_t n) {
+  const auto* w = static_cast<const block_iq4_xs*>(wv);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const int8x16_t values = vld1q_s8(kIq4nlValues);
+  const uint8x16_t m4 = vdupq_n_u8(0x0F);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8x16_t q = vld1q_u8(w[i].qs + 16 * ib);
+      const int8_t* q8 = y[i].qs + kQK * ib;
+      const int8x16_t lo = vqtbl1q_s8(values, vandq_u8(q, m4));
+      const int8x16_t hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+      acc = vmlaq_n_s32(acc, idot(idot(vdupq_n_s32(0), lo, vld1q_s8(q8)), hi, vld1q_s8(q8 + 16)),
+                        iq4_xs_scale(w[i], ib));
+    }
+    sum += half_to_float(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
+  }
+  return sum;
+}
+
 // q2_K: 16 sub-blocks of 16; scale byte j holds the sub-block's scale (low
 // nibble) and min (high). Chunk k (32 bytes) holds 4 x 32 weights at shifts
 // 0, 2, 4, 6.
@@ -401,6 +436,8 @@ inline void add_neon_int_dots(KernelTable& t) {
   t.dot[slot(DType::Q5_K)] = dot_q5_K;
   t.dot[slot(DType::Q6_K)] = dot_q6_K;
   t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
+  t.dot[slot(DType::IQ4_NL)] = dot_q32<Iq4NlW, block_q8_0>;
+  t.dot[slot(DType::IQ4_XS)] = dot_iq4_xs;
 }
 
 }  // namespace

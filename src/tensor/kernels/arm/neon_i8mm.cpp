@@ -117,10 +117,12 @@ void add_neon_i8mm_kernels(KernelTable& t) {
   t.dot[slot(DType::Q5_0)] = dot_q32<Q5_0W, block_q8_0>;
   t.dot[slot(DType::Q8_0)] = dot_q32<Q8_0W, block_q8_0>;
   t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
+  t.dot[slot(DType::IQ4_NL)] = dot_q32<Iq4NlW, block_q8_0>;
   t.tile[slot(DType::Q4_0)] = tile<Q4_0W>;
   t.tile[slot(DType::Q5_0)] = tile<Q5_0W>;
   t.tile[slot(DType::Q8_0)] = tile<Q8_0W>;
   t.tile[slot(DType::MXFP4)] = tile<Mxfp4W>;
+  t.tile[slot(DType::IQ4_NL)] = tile<Iq4NlW>;
 }
 
 }  // namespace colibri

@@ -224,6 +224,32 @@ void dequantize_mxfp4(const void* src, float* dst, int64_t n) {
   }
 }
 
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n) {
+  const auto* x = static_cast<const block_iq4_nl*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = half_to_float(x[i].d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      dst[j] = d * kIq4nlValues[x[i].qs[j] & 0x0F];
+      dst[j + kQK / 2] = d * kIq4nlValues[x[i].qs[j] >> 4];
+    }
+  }
+}
+
+void dequantize_iq4_xs(const void* src, float* dst, int64_t n) {
+  const auto* x = static_cast<const block_iq4_xs*>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = half_to_float(x[i].d);
+    for (int ib = 0; ib < kQK_K / kQK; ++ib, dst += kQK) {
+      const float dl = d * static_cast<float>(iq4_xs_scale(x[i], ib));
+      const uint8_t* qs = x[i].qs + 16 * ib;
+      for (int j = 0; j < kQK / 2; ++j) {
+        dst[j] = dl * kIq4nlValues[qs[j] & 0x0F];
+        dst[j + kQK / 2] = dl * kIq4nlValues[qs[j] >> 4];
+      }
+    }
+  }
+}
+
 void dequantize_q8_K(const void* src, float* dst, int64_t n) {
   const auto* x = static_cast<const block_q8_K*>(src);
   for (int64_t i = 0; i < n / kQK_K; ++i)

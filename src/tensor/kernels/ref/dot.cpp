@@ -137,6 +137,44 @@ float dot_mxfp4(const void* w, const void* xv, int64_t n) {
   return sumf;
 }
 
+// sum_b d_w d_x sum_j kIq4nlValues[q_j] x_j
+float dot_iq4_nl(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq4_nl*>(w);
+  const auto* y = static_cast<const block_q8_0*>(xv);
+  float sumf = 0;
+  for (int64_t ib = 0; ib < n / kQK; ++ib) {
+    int sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      sumi += kIq4nlValues[x[ib].qs[j] & 0x0F] * y[ib].qs[j];
+      sumi += kIq4nlValues[x[ib].qs[j] >> 4] * y[ib].qs[j + kQK / 2];
+    }
+    sumf += half_to_float(x[ib].d) * half_to_float(y[ib].d) * static_cast<float>(sumi);
+  }
+  return sumf;
+}
+
+// sum_b d_w d_x sum_i (ls_i - 32) sum_j kIq4nlValues[q_j] x_j, one float
+// term per sub-block of 32 as ggml's generic kernel adds them.
+float dot_iq4_xs(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq4_xs*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = half_to_float(x[i].d) * y[i].d;
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = x[i].qs + 16 * ib;
+      const int8_t* q8 = y[i].qs + kQK * ib;
+      int sumi = 0;
+      for (int j = 0; j < kQK / 2; ++j) {
+        sumi += kIq4nlValues[qs[j] & 0x0F] * q8[j];
+        sumi += kIq4nlValues[qs[j] >> 4] * q8[j + kQK / 2];
+      }
+      sumf += d * static_cast<float>(iq4_xs_scale(x[i], ib)) * static_cast<float>(sumi);
+    }
+  }
+  return sumf;
+}
+
 // sum_b d_x (d_w sum_i sc_i sum_j q_j x_j - dmin_w sum_i m_i bsum_i)
 float dot_q2_K(const void* w, const void* xv, int64_t n) {
   const auto* x = static_cast<const block_q2_K*>(w);

@@ -24,6 +24,8 @@ void dequantize_q5_K(const void* src, float* dst, int64_t n);
 void dequantize_q6_K(const void* src, float* dst, int64_t n);
 void dequantize_q8_K(const void* src, float* dst, int64_t n);
 void dequantize_mxfp4(const void* src, float* dst, int64_t n);
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
+void dequantize_iq4_xs(const void* src, float* dst, int64_t n);
 
 // Activation quantizers (F32 -> the vec_dot types).
 void quantize_f32(const float* src, void* dst, int64_t n);
@@ -53,6 +55,8 @@ float dot_q8_0(const void* w, const void* x, int64_t n);  // x: q8_0
 float dot_q4_1(const void* w, const void* x, int64_t n);  // x: q8_1
 float dot_q5_1(const void* w, const void* x, int64_t n);  // x: q8_1
 float dot_mxfp4(const void* w, const void* x, int64_t n);  // x: q8_0
+float dot_iq4_nl(const void* w, const void* x, int64_t n);  // x: q8_0
+float dot_iq4_xs(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q2_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q3_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q4_K(const void* w, const void* x, int64_t n);  // x: q8_K

@@ -114,6 +114,18 @@ struct Q5_0Weights {
   }
   static float scale(const Block& b) { return h2f(b.d); }
 };
+// IQ4_NL's codes through a 16-byte table to kIq4nlValues + 128, in 1..241.
+struct Iq4NlWeights {
+  using Block = block_iq4_nl;
+  static constexpr int kOffset = 128;
+  static __m256i unpack(const Block& b) {
+    const __m256i table = _mm256_xor_si256(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+        _mm256_set1_epi8(static_cast<char>(0x80)));
+    return _mm256_shuffle_epi8(table, nibbles_32(b.qs));
+  }
+  static float scale(const Block& b) { return h2f(b.d); }
+};
 // mxfp4 takes x86_common.h's Mxfp4Weights (u = code value + 12) in the dot
 // and tile entries; its products run over packed row groups
 // (avx512_packed.cpp), as q4_0's and q8_0's do.
@@ -287,6 +299,88 @@ struct Q6_KKernel {
     }
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) y[t * y_stride + r] = acc[r][t];
+  }
+};
+
+// ---- iq4_xs: one super-block (136 bytes, 256 weights) per step ----
+//
+// Quarter k (64 weights, sub-blocks 2k and 2k + 1) of a block unpacks from
+// its 32 code bytes as [low nibbles | high nibbles], i.e. weights 64k + (0..15,
+// 32..47, 16..31, 48..63), through a 16-byte table to kIq4nlValues; the
+// activations are prepared in that order (128-bit lanes 0, 2, 1, 3). Values
+// are signed (-127..113, never 0), so the product takes |v| unsigned and the
+// activation with v's sign (a masked negation: zmm has no vpsignb); pair sums
+// stay within 16 bits (2 x 127 x 127) and vpdpwssd applies the sub-block's
+// 6-bit scale. Per (row, token) one float chain over the super-blocks:
+// acc = fma(I, d_w x d_x, acc) lane by lane, I the lanes' exact integer sums.
+struct Iq4XsAct {
+  __m512i y[4];
+  float d;
+};
+
+struct Iq4XsKernel {
+  using Act = Iq4XsAct;
+  using XBlock = block_q8_K;
+  static constexpr int kBlocksPerStep = 1;
+  static constexpr int kSegSteps = 16;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr size_t kBlockBytes = sizeof(block_iq4_xs);
+  static void prep(const XBlock* xb, int, Act& a) {
+    for (int k = 0; k < 4; ++k) {
+      const __m512i x = _mm512_loadu_si512(xb->qs + 64 * k);
+      a.y[k] = _mm512_shuffle_i64x2(x, x, 0xD8);
+    }
+    a.d = xb->d;
+  }
+
+  template <int R, int T>
+  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb,
+                   float* y, size_t y_stride, bool accumulate) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    // 16-bit lane -> its sub-block's scale: 128-bit lanes of quarter k hold
+    // sub-blocks 2k, 2k + 1, 2k, 2k + 1.
+    __m512i sel[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m128i a = _mm_set1_epi16(static_cast<int16_t>(2 * k)),
+                    b = _mm_set1_epi16(static_cast<int16_t>(2 * k + 1));
+      sel[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(a, b)), _mm256_setr_m128i(a, b), 1);
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int r = 0; r < R; ++r) {
+        const auto* blk = reinterpret_cast<const block_iq4_xs*>(w + r * w_stride) + b;
+        prefetch_ahead(blk, 3);
+        alignas(16) int16_t sc[8];
+        for (int ib = 0; ib < 8; ++ib) sc[ib] = static_cast<int16_t>(iq4_xs_scale(*blk, ib));
+        const __m512i sc16 = _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+        __m512i mag[4], scv[4];
+        __mmask64 neg[4];
+        for (int k = 0; k < 4; ++k) {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * k));
+          const __m512i codes = _mm512_and_si512(
+              _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
+          const __m512i v = _mm512_shuffle_epi8(table, codes);
+          mag[k] = _mm512_abs_epi8(v);
+          neg[k] = _mm512_movepi8_mask(v);
+          scv[k] = _mm512_permutexvar_epi16(sel[k], sc16);
+        }
+        const float dw = h2f(blk->d);
+        for (int t = 0; t < T; ++t) {
+          const Iq4XsAct& a = act[t][b];
+          __m512i s = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            const __m512i ys = _mm512_mask_sub_epi8(a.y[k], neg[k], _mm512_setzero_si512(), a.y[k]);
+            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(mag[k], ys), scv[k]);
+          }
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(dw * a.d), acc[r][t]);
+        }
+      }
+    }
+    store_tile(acc, y, y_stride, accumulate);
   }
 };
 
@@ -1084,6 +1178,9 @@ void add_avx512_kernels(KernelTable& t) {
   t.tile[slot(DType::Q6_K)] = PreparedFamily<Q6_KKernel, 2, 8>::tile;
   add_tile_family<GenericQ8Kernel<Q5_0Weights>>(t, DType::Q5_0);
   add_tile_family<GenericQ8Kernel<Mxfp4Weights>>(t, DType::MXFP4);
+  add_tile_family<GenericQ8Kernel<Iq4NlWeights>>(t, DType::IQ4_NL);
+  t.dot[slot(DType::IQ4_XS)] = PreparedFamily<Iq4XsKernel, 2, 8>::dot;
+  t.tile[slot(DType::IQ4_XS)] = PreparedFamily<Iq4XsKernel, 2, 8>::tile;
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0_512;
   t.rms_norm = rms_norm_512;
   t.silu_mul = silu_mul_512;

@@ -179,6 +179,47 @@ float dot_q5_0(const void* w, const void* xv, int64_t n) {
   return hsum(acc);
 }
 
+// IQ4_NL and IQ4_XS codes through a 16-byte table (vpshufb) to kIq4nlValues:
+// signed bytes, none 0, |v| <= 127, multiplied as dot_s8s8 does.
+inline __m256i iq4_values_32(const uint8_t* qs) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  return _mm256_shuffle_epi8(table, nibbles_32(qs));
+}
+
+float dot_iq4_nl(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq4_nl*>(w);
+  const auto* y = static_cast<const block_q8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const __m256i s = dot_s8s8(_mm256_setzero_si256(), iq4_values_32(x[i].qs), load32(y[i].qs));
+    const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+  }
+  return hsum(acc);
+}
+
+// Per super-block the exact integer sum over its sub-blocks of (ls - 32)
+// times the sub-block's dot (|sum| <= 256 x 127 x 127 x 32 < 2^31), then one
+// float product with d_w d_x.
+float dot_iq4_xs(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq4_xs*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const __m256i v = iq4_values_32(x[i].qs + 16 * ib);
+      const __m256i q8 = load32(y[i].qs + kQK * ib);
+      // |v| as unsigned times q8 with v's sign: pair sums <= 2 x 127 x 127.
+      isum = dot_u8s8_scaled(isum, _mm256_sign_epi8(v, v), _mm256_sign_epi8(q8, v),
+                             _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(x[i], ib))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+  }
+  return hsum(acc);
+}
+
 float dot_q4_1(const void* w, const void* xv, int64_t n) {
   const auto* x = static_cast<const block_q4_1*>(w);
   const auto* y = static_cast<const block_q8_1*>(xv);
@@ -894,6 +935,8 @@ void add_common_x86_kernels(KernelTable& t) {
   t.dot[slot(DType::Q4_K)] = dot_q4_K;
   t.dot[slot(DType::Q5_K)] = dot_q5_K;
   t.dot[slot(DType::Q6_K)] = dot_q6_K;
+  t.dot[slot(DType::IQ4_NL)] = dot_iq4_nl;
+  t.dot[slot(DType::IQ4_XS)] = dot_iq4_xs;
   t.quantize[slot(DType::F16)] = quantize_f16;
   t.quantize[slot(DType::BF16)] = quantize_bf16;
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0;

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Writes the files of this folder from llama.cpp's own tools, as
+# ../../../../shared/golden was written (its README, "How the outputs were
+# produced"): llama-quantize turns two of shared/golden's float models into the
+# types shared/golden lacks, golden_dump (shared/tools/golden_dump, built
+# against the same llama.cpp) records llama.cpp's outputs on them, and
+# llama.cpp's gguf-py hashes llama.cpp's own dequantization of every tensor.
+#
+# Usage: make_golden.sh LLAMA_CPP_SOURCE GOLDEN_DUMP [SHARED]
+#   LLAMA_CPP_SOURCE: a llama.cpp tree built with CMake (build/bin/llama-quantize)
+#   GOLDEN_DUMP: shared/tools/golden_dump built against that tree's libllama
+set -euo pipefail
+llama=$1
+dump=$2
+shared=${3:-$(dirname "$0")/../../../../shared}
+out=$(cd "$(dirname "$0")" && pwd)
+quantize=$llama/build/bin/llama-quantize
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# name  source model in shared/golden  llama-quantize file type
+while read -r name src ftype; do
+  "$quantize" "$shared/golden/$src.gguf" "$out/$name.gguf" "$ftype" >/dev/null 2>&1
+  "$dump" "$out/$name.gguf" "$out/$name.json" >/dev/null
+  "$quantize" --allow-requantize "$out/$name.gguf" "$tmp/$name-f32.gguf" F32 >/dev/null 2>&1
+  "$dump" "$tmp/$name-f32.gguf" "$out/$name.dequant-f32.json" --model-name "$name.gguf" \
+    --weights "dequantized to F32 (llama-quantize --allow-requantize $name.gguf OUT F32)" >/dev/null
+  # FNV-1a (64-bit) of each tensor's F32 values as llama.cpp dequantized them.
+  PYTHONPATH=$llama/gguf-py /usr/bin/python3 - "$tmp/$name-f32.gguf" "$out/$name.gguf" \
+    "$out/$name.dequant-f32.fnv.json" <<'PY'
+import json, sys
+import gguf
+f32, quant, dst = sys.argv[1:]
+types = {t.name: t.tensor_type.name.lower() for t in gguf.GGUFReader(quant).tensors}
+sums = {}
+for t in gguf.GGUFReader(f32).tensors:
+    h = 0xcbf29ce484222325
+    for b in t.data.astype("<f4").tobytes():
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    sums[t.name] = {"type": types[t.name], "fnv1a64": "%016x" % h}
+json.dump({"source": "llama.cpp's dequantization (llama-quantize --allow-requantize F32)",
+           "tensors": sums}, open(dst, "w"), indent=1, sort_keys=True)
+PY
+done <<'LIST'
+qwen3moe-h256-iq4_xs qwen3moe-h256-f16 IQ4_XS
+deepseek-v3-iq4_nl deepseek-v3-f32 IQ4_NL
+LIST

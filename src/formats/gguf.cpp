@@ -153,9 +153,11 @@ const char* ggml_type_name(uint32_t id) {
     case 16: return "iq2_xxs";
     case 17: return "iq2_xs";
     case 18: return "iq3_xxs";
-    case 19: return "iq1_s";
+    case 19:
+      return "iq1_s";
     case 21: return "iq3_s";
-    case 22: return "iq2_s";
+    case 22:
+      return "iq2_s";
     case 24: return "i8";
     case 25: return "i16";
     case 26: return "i32";

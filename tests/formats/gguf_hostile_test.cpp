@@ -233,8 +233,8 @@ TEST(GgufHostile, UnknownAndUnsupportedTensorTypes) {
     uint32_t id;
     const char* name;
   };
-  for (Case c : {Case{99, "unknown"}, Case{16, "iq2_xxs"}, Case{18, "iq3_xxs"}, Case{19, "iq1_s"}, Case{40, "nvfp4"},
-                 Case{15, "q8_K"}, Case{4, "q4_2"}}) {
+  for (Case c : {Case{99, "unknown"}, Case{16, "iq2_xxs"}, Case{18, "iq3_xxs"}, Case{19, "iq1_s"},
+                 Case{40, "nvfp4"}, Case{15, "q8_K"}, Case{4, "q4_2"}}) {
     Model m;
     patch<uint32_t>(m.bytes, m.l.tensors[1].type, c.id);
     EXPECT_TRUE(ParseFailsWith(m.bytes, {"bad.gguf", "tensor blk.0.ffn_up_exps.weight",

@@ -231,11 +231,13 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
 TEST(GoldenPresence, SharedDataAvailable) {
   if (!fs::exists(kGolden)) GTEST_SKIP() << "../shared/golden is absent: golden tests skipped";
-  EXPECT_EQ(golden_params(kGolden).size(), 30u + 18u) << "expected 30 models and 18 dequant references";
+  EXPECT_EQ(golden_params(kGolden).size(), 30u + 18u)
+      << "expected 30 models and 18 dequant references";
 }
 
 TEST(GoldenPresence, RepoDataAvailable) {
-  EXPECT_EQ(golden_params(kRepoGolden).size(), 2u + 2u) << "expected 2 models and 2 dequant references";
+  EXPECT_EQ(golden_params(kRepoGolden).size(), 2u + 2u)
+      << "expected 2 models and 2 dequant references";
 }
 
 // llama2.c's run.c greedy output from the empty prompt, for the dense model

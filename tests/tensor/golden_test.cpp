@@ -7,10 +7,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <set>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "formats/gguf.h"
 #include "tensor/half.h"
@@ -105,7 +105,8 @@ TEST(Golden, RepoModelsDequantizeToLlamaCppsBits) {
       }
       char hex[17];
       std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-      EXPECT_EQ(hex, want["fnv1a64"].get<std::string>()) << name << " " << t.name << " (" << dtype_name(t.type) << ")";
+      EXPECT_EQ(hex, want["fnv1a64"].get<std::string>())
+          << name << " " << t.name << " (" << dtype_name(t.type) << ")";
       types.insert(dtype_name(t.type));
     }
   }

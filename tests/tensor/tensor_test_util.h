@@ -15,9 +15,9 @@
 
 namespace colibri::testing {
 
-inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
-                                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                         DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,   DType::BF16,   DType::Q4_0,
+                                         DType::Q4_1, DType::Q5_0,  DType::Q5_1,   DType::Q8_0,
+                                         DType::Q2_K, DType::Q3_K,  DType::Q4_K,   DType::Q5_K,
                                          DType::Q6_K, DType::MXFP4, DType::IQ4_NL, DType::IQ4_XS};
 
 // How the block scales of random weights are chosen.

@@ -119,9 +119,9 @@ struct Iq4NlWeights {
   using Block = block_iq4_nl;
   static constexpr int kOffset = 128;
   static __m256i unpack(const Block& b) {
-    const __m256i table = _mm256_xor_si256(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
-        _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i table = _mm256_xor_si256(_mm256_broadcastsi128_si256(_mm_loadu_si128(
+                                               reinterpret_cast<const __m128i*>(kIq4nlValues))),
+                                           _mm256_set1_epi8(static_cast<char>(0x80)));
     return _mm256_shuffle_epi8(table, nibbles_32(b.qs));
   }
   static float scale(const Block& b) { return h2f(b.d); }
@@ -348,7 +348,8 @@ struct Iq4XsKernel {
     for (int k = 0; k < 4; ++k) {
       const __m128i a = _mm_set1_epi16(static_cast<int16_t>(2 * k)),
                     b = _mm_set1_epi16(static_cast<int16_t>(2 * k + 1));
-      sel[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(a, b)), _mm256_setr_m128i(a, b), 1);
+      sel[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_setr_m128i(a, b)),
+                                  _mm256_setr_m128i(a, b), 1);
     }
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
@@ -356,7 +357,8 @@ struct Iq4XsKernel {
         prefetch_ahead(blk, 3);
         alignas(16) int16_t sc[8];
         for (int ib = 0; ib < 8; ++ib) sc[ib] = static_cast<int16_t>(iq4_xs_scale(*blk, ib));
-        const __m512i sc16 = _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+        const __m512i sc16 =
+            _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
         __m512i mag[4], scv[4];
         __mmask64 neg[4];
         for (int k = 0; k < 4; ++k) {

@@ -24,6 +24,7 @@ lib=$1
     else if (name ~ /<void colibri::\(anonymous namespace\)::attend_x86</) fam = "attend_x86"
     else if (name ~ /<void colibri::\(anonymous namespace\)::attend_lanes_512</) fam = "attend_lanes_512"
     else if (name ~ /Q6_KKernel::tile</) fam = "q6_K tile"
+    else if (name ~ /Iq4XsKernel::tile</) fam = "iq4_xs tile"
     close_fn()
     if (fam != "") { seen[fam]++; cur = fam; fn = name; here = 0 } else cur = ""
     next
@@ -41,6 +42,6 @@ lib=$1
       n++
       printf "%s: %d functions, %d prefetch instructions\n", f, seen[f], with[f] + 0
     }
-    if (n < 9) { printf "found %d of the 9 kernel families: names changed?\n", n; bad = 1 }
+    if (n < 10) { printf "found %d of the 10 kernel families: names changed?\n", n; bad = 1 }
     exit bad
   }'

@@ -339,9 +339,11 @@ struct Iq4XsKernel {
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-    const __m512i table =
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i magnitudes = _mm512_abs_epi8(
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    const __m256i nib_shift = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i pair_shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     // 16-bit lane -> its sub-block's scale: 128-bit lanes of quarter k hold
     // sub-blocks 2k, 2k + 1, 2k, 2k + 1.
     __m512i sel[4];
@@ -355,19 +357,25 @@ struct Iq4XsKernel {
       for (int r = 0; r < R; ++r) {
         const auto* blk = reinterpret_cast<const block_iq4_xs*>(w + r * w_stride) + b;
         prefetch_ahead(blk, 3);
-        alignas(16) int16_t sc[8];
-        for (int ib = 0; ib < 8; ++ib) sc[ib] = static_cast<int16_t>(iq4_xs_scale(*blk, ib));
-        const __m512i sc16 =
-            _mm512_castsi128_si512(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)));
+        // Scale ib: bits 4 ib .. 4 ib + 3 of scales_l as a little-endian
+        // word, over bits 2 ib, 2 ib + 1 of scales_h (iq4_xs_scale), minus 32.
+        uint32_t lo;
+        std::memcpy(&lo, blk->scales_l, 4);
+        const __m256i l = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(lo)), nib_shift), _mm256_set1_epi32(0xF));
+        const __m256i h = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(blk->scales_h), pair_shift),
+                                           _mm256_set1_epi32(3));
+        const __m256i sc32 =
+            _mm256_sub_epi32(_mm256_or_si256(l, _mm256_slli_epi32(h, 4)), _mm256_set1_epi32(32));
+        const __m512i sc16 = _mm512_castsi128_si512(_mm256_cvtepi32_epi16(sc32));
         __m512i mag[4], scv[4];
         __mmask64 neg[4];
         for (int k = 0; k < 4; ++k) {
           const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs + 32 * k));
           const __m512i codes = _mm512_and_si512(
               _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1), m4);
-          const __m512i v = _mm512_shuffle_epi8(table, codes);
-          mag[k] = _mm512_abs_epi8(v);
-          neg[k] = _mm512_movepi8_mask(v);
+          mag[k] = _mm512_shuffle_epi8(magnitudes, codes);
+          neg[k] = _mm512_cmplt_epu8_mask(codes, eight);  // codes 0..7: the negative values
           scv[k] = _mm512_permutexvar_epi16(sel[k], sc16);
         }
         const float dw = h2f(blk->d);

@@ -142,29 +142,32 @@ struct Q5_1W : HalfScale {
   }
 };
 
-// MXFP4: the E2M1 codes through a 16-byte table (tbl) to kMxfp4Values, the
-// int8 values the reference multiplies; the E8M0 exponent as the scale.
+// 16 bytes of 4-bit codes through a 16-byte table (tbl): the values of the
+// low nibbles (elements 0..15 of a 32-block) and of the high ones (16..31).
+inline void table_nibbles(const int8_t* table, const uint8_t* qs, int8x16_t& lo, int8x16_t& hi) {
+  const int8x16_t values = vld1q_s8(table);
+  const uint8x16_t q = vld1q_u8(qs);
+  lo = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
+  hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+}
+
+// MXFP4: the E2M1 codes through a table to kMxfp4Values, the int8 values the
+// reference multiplies; the E8M0 exponent as the scale.
 struct Mxfp4W {
   using Block = block_mxfp4;
   using Scale = uint8_t;
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
-    const int8x16_t values = vld1q_s8(kMxfp4Values);
-    const uint8x16_t q = vld1q_u8(b.qs);
-    lo = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
-    hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+    table_nibbles(kMxfp4Values, b.qs, lo, hi);
   }
   static Scale scale(const Block& b) { return b.e; }
   static float32x4_t scales4(const Scale e[4]) { return e8m0_half4(e); }
 };
 
-// IQ4_NL: the codes through a 16-byte table (tbl) to kIq4nlValues.
+// IQ4_NL: the codes through a table to kIq4nlValues.
 struct Iq4NlW : HalfScale {
   using Block = block_iq4_nl;
   static void unpack(const Block& b, int8x16_t& lo, int8x16_t& hi) {
-    const int8x16_t values = vld1q_s8(kIq4nlValues);
-    const uint8x16_t q = vld1q_u8(b.qs);
-    lo = vqtbl1q_s8(values, vandq_u8(q, vdupq_n_u8(0x0F)));
-    hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+    table_nibbles(kIq4nlValues, b.qs, lo, hi);
   }
 };
 
@@ -333,16 +336,13 @@ float dot_q6_K(const void* wv, const void* xv, int64_t n) {
 float dot_iq4_xs(const void* wv, const void* xv, int64_t n) {
   const auto* w = static_cast<const block_iq4_xs*>(wv);
   const auto* y = static_cast<const block_q8_K*>(xv);
-  const int8x16_t values = vld1q_s8(kIq4nlValues);
-  const uint8x16_t m4 = vdupq_n_u8(0x0F);
   float sum = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int32x4_t acc = vdupq_n_s32(0);
     for (int ib = 0; ib < kQK_K / kQK; ++ib) {
-      const uint8x16_t q = vld1q_u8(w[i].qs + 16 * ib);
       const int8_t* q8 = y[i].qs + kQK * ib;
-      const int8x16_t lo = vqtbl1q_s8(values, vandq_u8(q, m4));
-      const int8x16_t hi = vqtbl1q_s8(values, vshrq_n_u8(q, 4));
+      int8x16_t lo, hi;
+      table_nibbles(kIq4nlValues, w[i].qs + 16 * ib, lo, hi);
       acc = vmlaq_n_s32(acc, idot(idot(vdupq_n_s32(0), lo, vld1q_s8(q8)), hi, vld1q_s8(q8 + 16)),
                         iq4_xs_scale(w[i], ib));
     }

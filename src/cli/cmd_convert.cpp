@@ -25,8 +25,10 @@ struct ConvertArgs {
 
 int convert(const ConvertArgs& a) {
   static const std::map<std::string, DType> kTypes = {
-      {"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16}, {"q8_0", DType::Q8_0},
-      {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1}};
+      {"f32", DType::F32},      {"f16", DType::F16},   {"bf16", DType::BF16},
+      {"q8_0", DType::Q8_0},    {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
+      {"q5_0", DType::Q5_0},    {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
+      {"iq4_xs", DType::IQ4_XS}};
   HfConvertOptions o;
   o.folder = a.folder;
   o.out = a.out;
@@ -35,7 +37,8 @@ int convert(const ConvertArgs& a) {
   if (a.type != "auto") {
     auto it = kTypes.find(a.type);
     CLB_CHECK(it != kTypes.end(),
-              "unknown type '%s' (known: auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)",
+              "unknown type '%s' (known: auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+              "iq4_nl, iq4_xs)",
               a.type.c_str());
     o.type = it->second;
   }
@@ -63,10 +66,11 @@ Runner add_convert(CLI::App& app) {
                                    "*.safetensors, tokenizer.json or tiktoken.model) to GGUF");
   c->add_option("folder", a->folder, "the model folder")->required();
   c->add_option("-o,--output", a->out, "output GGUF file")->required();
-  c->add_option("--type", a->type,
-                "type of the matrices: auto (as stored: f32, f16 or bf16), f32, f16, bf16, q8_0, "
-                "q4_0, q4_1, "
-                "q5_0, q5_1; vectors and routers stay f32")
+  c->add_option(
+       "--type", a->type,
+       "type of the matrices: auto (as stored: f32, f16 or bf16), f32, f16, bf16, q8_0, "
+       "q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs (every matrix in that type, as llama-quantize "
+       "--pure; iq4_xs rows not of whole 256-blocks iq4_nl); vectors and routers stay f32")
       ->capture_default_str();
   c->add_option("--name", a->name, "general.name (default: the folder's name)");
   c->add_option("-t,--threads", a->n_threads, "threads converting rows (0: all cores)")

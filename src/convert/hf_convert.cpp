@@ -169,8 +169,10 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
   if (o.type) {
     const DType t = *o.type;
     CLB_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
-                  t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1,
-              "output type %s is not converted to (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1)",
+                  t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
+                  t == DType::IQ4_NL || t == DType::IQ4_XS,
+              "output type %s is not converted to (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+              "iq4_nl, iq4_xs)",
               dtype_name(t));
   }
 
@@ -196,10 +198,13 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
     for (auto [t, b] : bytes)
       if (b > best) best = b, main_type = t;
   }
-  // llama.cpp's MXFP4_MOE when the experts are MXFP4, whatever the rest is.
+  // llama.cpp's MXFP4_MOE when the experts are MXFP4, whatever the rest is;
+  // IQ4_XS when asked for, as llama-quantize names the file, even where the
+  // rows made every matrix IQ4_NL.
   const bool mxfp4 = std::any_of(plan.begin(), plan.end(),
                                  [](const Planned& t) { return t.type == DType::MXFP4; });
-  w.set_u32("general.file_type", mxfp4 ? file_type_of(DType::MXFP4) : file_type_of(main_type));
+  const DType named = mxfp4 ? DType::MXFP4 : o.type == DType::IQ4_XS ? DType::IQ4_XS : main_type;
+  w.set_u32("general.file_type", file_type_of(named));
   if (dtype_info(main_type).block_size > 1) w.set_u32("general.quantization_version", 2);
 
   // The tokenizer and chat template.

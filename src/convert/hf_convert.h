@@ -14,7 +14,8 @@
 // them out (model/arch.h's families; experts stacked per layer, llama-family
 // q/k rows permuted), streamed a chunk of rows at a time so that a model
 // larger than memory converts, and in the output type asked for: as stored
-// (F32, F16, BF16), or any type with a reference quantizer (Q8_0, Q4_0, ...).
+// (F32, F16, BF16), or any type with a reference quantizer (Q8_0, Q4_0, ...,
+// IQ4_NL, IQ4_XS).
 // Vectors (norms, biases) and routers stay F32, as llama.cpp keeps them.
 #pragma once
 

@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "tensor/half.h"
 #include "tensor/ops.h"
+#include "tensor/quant_blocks.h"
 
 namespace colibri {
 
@@ -21,6 +22,14 @@ namespace {
 using nlohmann::json;
 
 // ---- tensors ----------------------------------------------------------------
+
+// A matrix of rows of ne0 in type t: whole blocks only, or F16; IQ4_XS rows
+// that are not whole super-blocks become IQ4_NL, as llama-quantize writes them
+// (MLA's attn_k_b and attn_v_b among them).
+DType matrix_type(DType t, int64_t ne0) {
+  if (t == DType::IQ4_XS && ne0 % kQK_K != 0) t = DType::IQ4_NL;
+  return ne0 % dtype_info(t).block_size == 0 ? t : DType::F16;
+}
 
 // The GGUF type a checkpoint's dtype stays as when no type is asked for:
 // FP8 (DeepSeek-V3, Kimi K2) becomes BF16, as their own cast script makes it.
@@ -395,8 +404,7 @@ class Planner {
     if (t.ne.size() == 1 || rule.keep_f32) {
       t.type = DType::F32;
     } else {
-      t.type = type_.value_or(*src_type);
-      if (t.ne[0] % dtype_info(t.type).block_size != 0) t.type = DType::F16;
+      t.type = matrix_type(type_.value_or(*src_type), t.ne[0]);
     }
     CLB_CHECK(names_.insert(t.name).second, "%s: two rules make %s", where_.c_str(),
               t.name.c_str());
@@ -486,8 +494,7 @@ class Planner {
     t.layout = HfLayout::kExpertColumns;
     t.rows_per_source = rule.pick < 0 ? sh[2] : sh[2] / 2;
     t.ne = {sh[1], t.rows_per_source, sh[0]};
-    t.type = type_.value_or(*src_type);
-    if (t.ne[0] % dtype_info(t.type).block_size != 0) t.type = DType::F16;
+    t.type = matrix_type(type_.value_or(*src_type), t.ne[0]);
     t.sources.push_back(Source{m});
     CLB_CHECK(names_.insert(t.name).second, "%s: two rules make %s", where_.c_str(),
               t.name.c_str());
@@ -656,6 +663,10 @@ uint32_t file_type_of(DType t) {
       return 8;
     case DType::Q5_1:
       return 9;
+    case DType::IQ4_NL:
+      return 25;
+    case DType::IQ4_XS:
+      return 30;
     case DType::BF16:
       return 32;
     case DType::MXFP4:

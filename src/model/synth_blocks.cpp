@@ -165,6 +165,29 @@ void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, b
       if (zero0) b[0].qs[0] &= 0xF0;
       return;
     }
+    case DType::IQ4_NL: {  // d kIq4nlValues[code], d of either sign: E = 72768 / 16 = 4548
+      auto* b = reinterpret_cast<block_iq4_nl*>(dst);
+      const float d = sigma / std::sqrt(4548.0f);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+        b[i].d = h(rng.next() & 1 ? -d : d);
+      }
+      if (zero0) b[0].qs[0] = static_cast<uint8_t>((b[0].qs[0] & 0xF0) | 8);  // value d, near 0
+      return;
+    }
+    case DType::IQ4_XS: {  // d (ls - 32) value, ls - 32 in 4..8 (E = 38), d of either sign
+      auto* b = reinterpret_cast<block_iq4_xs*>(dst);
+      const float d = sigma / std::sqrt(38.0f * 4548.0f);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+        b[i].d = h(rng.next() & 1 ? -d : d);
+        b[i].scales_h = 0;
+        std::memset(b[i].scales_l, 0, sizeof b[i].scales_l);
+        for (int ib = 0; ib < kQK_K / kQK; ++ib) iq4_xs_set_scale(b[i], ib, rng.uniform_int(4, 8));
+      }
+      if (zero0) b[0].qs[0] = static_cast<uint8_t>((b[0].qs[0] & 0xF0) | 8);
+      return;
+    }
     default:
       CLB_CHECK(false, "synth: no random block generator for type %s", info.name);
   }
@@ -247,6 +270,31 @@ void set_channel(DType t, float c, uint8_t* dst) {
       }
       b->ql[0] |= 0x0F;
       b->qh[0] |= 3;
+      return;
+    }
+    case DType::IQ4_NL: {  // 113 d = c (code 15); the others code 8, d = c / 113
+      auto* b = reinterpret_cast<block_iq4_nl*>(dst);
+      b->d = h(c / 113);
+      std::memset(b->qs, 0x88, sizeof b->qs);
+      b->qs[0] = 0x8F;
+      return;
+    }
+    case DType::IQ4_XS: {  // sub-block 0: l d 113 = c (code 15), the others code 8 (l d)
+      auto* b = reinterpret_cast<block_iq4_xs*>(dst);
+      const float d = half_to_float(b->d);
+      long l = std::lround(c / (113 * d));
+      if (l < -32 || l > 31) {  // past the 6-bit scale: a larger d, the other sub-blocks' scales made smaller
+        const float d2 = c / (113 * 31.0f);
+        for (int ib = 1; ib < kQK_K / kQK; ++ib) {
+          const long li = std::lround(iq4_xs_scale(*b, ib) * d / d2);
+          iq4_xs_set_scale(*b, ib, static_cast<int>(std::clamp<long>(li, -32, 31)));
+        }
+        b->d = h(d2);
+        l = 31;
+      }
+      iq4_xs_set_scale(*b, 0, static_cast<int>(l));
+      std::memset(b->qs, 0x88, kQK / 2);
+      b->qs[0] = 0x8F;
       return;
     }
     default:

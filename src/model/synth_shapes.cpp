@@ -160,7 +160,7 @@ std::vector<const SynthShape*> synth_shapes() {
 
 std::optional<SynthType> parse_synth_type(std::string_view name) {
   for (SynthType t : {SynthType::kF32, SynthType::kF16, SynthType::kQ8_0, SynthType::kQ4_0, SynthType::kQ4_K_M,
-                      SynthType::kMXFP4_MOE})
+                      SynthType::kMXFP4_MOE, SynthType::kIQ4_NL, SynthType::kIQ4_XS})
     if (name == synth_type_name(t)) return t;
   return std::nullopt;
 }
@@ -173,6 +173,8 @@ const char* synth_type_name(SynthType t) {
     case SynthType::kQ4_0: return "q4_0";
     case SynthType::kQ4_K_M: return "q4_k_m";
     case SynthType::kMXFP4_MOE: return "mxfp4_moe";
+    case SynthType::kIQ4_NL: return "iq4_nl";
+    case SynthType::kIQ4_XS: return "iq4_xs";
   }
   return "?";
 }

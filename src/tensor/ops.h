@@ -126,7 +126,8 @@ Isa active_isa();
 void set_kernel_isa(Isa isa);
 
 // Quantizes n F32 weights to type t as ggml's reference quantizers do
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4). Throws Error for a type
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4; IQ4_NL and IQ4_XS as
+// llama-quantize does without an importance matrix). Throws Error for a type
 // without one.
 void quantize_weights(DType t, const float* src, void* dst, int64_t n);
 

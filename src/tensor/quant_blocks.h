@@ -125,6 +125,12 @@ inline int iq4_xs_scale(const block_iq4_xs& b, int ib) {
   const int hi = (b.scales_h >> (2 * ib)) & 3;
   return (lo | (hi << 4)) - 32;
 }
+// Sets that scale to l (-32..31).
+inline void iq4_xs_set_scale(block_iq4_xs& b, int ib, int l) {
+  const int ls = l + 32, shift = 4 * (ib % 2);
+  b.scales_l[ib / 2] = static_cast<uint8_t>((b.scales_l[ib / 2] & ~(0xF << shift)) | ((ls & 0xF) << shift));
+  b.scales_h = static_cast<uint16_t>((b.scales_h & ~(3 << (2 * ib))) | ((ls >> 4) << (2 * ib)));
+}
 
 // 2^(e - 128) exactly, built from its bits (ggml's GGML_E8M0_TO_FP32_HALF):
 // e = 0 and 1 are the denormals 2^-128 and 2^-127, e = 255 gives 2^127 (E8M0's

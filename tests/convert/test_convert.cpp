@@ -519,6 +519,52 @@ TEST(HfConvert, Q8_0OfLlamaCppsQ8_0IsItsBytes) {
   EXPECT_EQ(got->get_uint("general.file_type"), q8->get_uint("general.file_type"));
 }
 
+// IQ4_XS and IQ4_NL, every matrix in that type: the float models
+// tests/data/golden's IQ4 files were quantized from, written as Hugging Face
+// folders and converted. Each tensor llama-quantize also wrote in an IQ4 type
+// must be its bytes (it gives some others more bits: Q5_K, Q6_K); IQ4_XS
+// rows that are not whole super-blocks are IQ4_NL as in its file.
+TEST(HfConvert, Iq4IsLlamaQuantizesBytes) {
+  const fs::path repo = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
+  struct Case {
+    const char* src;
+    const char* want;
+    DType type;
+    uint64_t file_type;
+  };
+  // DeepSeek-V3's rows are narrower than 256: as IQ4_XS they are IQ4_NL.
+  for (const Case& c : {Case{"qwen3moe-h256-f16", "qwen3moe-h256-iq4_xs", DType::IQ4_XS, 30},
+                        Case{"deepseek-v3-f32", "deepseek-v3-iq4_nl", DType::IQ4_NL, 25},
+                        Case{"deepseek-v3-f32", "deepseek-v3-iq4_nl", DType::IQ4_XS, 30}}) {
+    const fs::path gguf = kGolden / (std::string(c.src) + ".gguf");
+    if (!fs::exists(gguf)) GTEST_SKIP() << "test data absent: " << gguf;
+    auto src = GgufFile::open(gguf.string());
+    auto want = GgufFile::open((repo / (std::string(c.want) + ".gguf")).string());
+    const fs::path folder = tmp().path / (std::string(c.src) + "-" + dtype_name(c.type));
+    test::export_hf_folder(*src, folder);
+    auto got = GgufFile::open(convert(folder, c.type).string());
+    EXPECT_EQ(got->get_uint("general.file_type"), c.file_type) << c.src;
+    EXPECT_EQ(got->tensors().size(), want->tensors().size()) << c.src;
+    int same = 0;
+    for (const GgufTensor& g : got->tensors()) {
+      const GgufTensor* w = want->find_tensor(g.name);
+      ASSERT_NE(w, nullptr) << g.name;
+      if (g.n_dims == 1 || g.name.find("ffn_gate_inp") != std::string::npos) {
+        EXPECT_EQ(g.type, DType::F32) << g.name;
+        continue;
+      }
+      const DType expect = c.type == DType::IQ4_XS && g.ne[0] % 256 != 0 ? DType::IQ4_NL : c.type;
+      EXPECT_EQ(dtype_name(g.type), std::string(dtype_name(expect))) << c.src << " " << g.name;
+      if (w->type != g.type) continue;
+      ASSERT_EQ(g.nbytes, w->nbytes) << g.name;
+      EXPECT_EQ(std::memcmp(got->tensor_data(g), want->tensor_data(*w), g.nbytes), 0)
+          << c.src << " " << g.name << ": bytes differ";
+      ++same;
+    }
+    EXPECT_GT(same, 10) << c.src << " " << dtype_name(c.type);
+  }
+}
+
 // GPT-OSS as OpenAI ships it (MXFP4 experts with gate and up interleaved,
 // the rest BF16 or F32), from llama.cpp's MXFP4_MOE file: converting with
 // --type q8_0 must give that file's tensors byte for byte (its MXFP4 blocks

@@ -71,7 +71,8 @@ std::vector<uint8_t> read_all(const fs::path& p) {
 }
 
 const char* kTiny[] = {"tiny", "tiny-olmoe", "tiny-mixtral", "tiny-qwen2moe"};
-const SynthType kTypes[] = {SynthType::kF32, SynthType::kQ8_0, SynthType::kQ4_0, SynthType::kQ4_K_M};
+const SynthType kTypes[] = {SynthType::kF32,    SynthType::kQ8_0,   SynthType::kQ4_0,
+                            SynthType::kQ4_K_M, SynthType::kIQ4_NL, SynthType::kIQ4_XS};
 
 TEST(Synth, EveryTinyShapeAndTypeLoadsAndRuns) {
   REQUIRE_FILE(kVocab / "ggml-vocab-qwen2.gguf");
@@ -162,11 +163,12 @@ TEST(Synth, KeysAndTensorsMatchTheGoldenFilesLlamaCppRan) {
   }
 }
 
-// qwen3moe-h256-q4_k_m.gguf is llama-quantize's Q4_K_M of a qwen3moe model;
-// the same shape written as q4_k_m must choose the same type for every tensor.
-TEST(Synth, Q4KMTypesAreLlamaQuantizes) {
-  const fs::path golden = kShared / "golden/qwen3moe-h256-q4_k_m.gguf";
-  REQUIRE_FILE(golden);
+// qwen3moe-h256-q4_k_m.gguf (shared/golden) and qwen3moe-h256-iq4_xs.gguf
+// (tests/data/golden) are llama-quantize's Q4_K_M and IQ4_XS of a qwen3moe
+// model; the same shape written as q4_k_m and iq4_xs must choose the same
+// type for every tensor.
+void expect_llama_quantizes_types(const fs::path& golden, SynthType type) {
+  SCOPED_TRACE(golden.filename().string());
   SynthShape s = *find_synth_shape("tiny");
   s.name = "h256";
   s.n_layer = 2;
@@ -181,10 +183,9 @@ TEST(Synth, Q4KMTypesAreLlamaQuantizes) {
   s.n_vocab = 1024;
   SynthOptions o;
   o.shape = s;
-  o.type = SynthType::kQ4_K_M;
+  o.type = type;
   o.vocab_path = (kVocab / "ggml-vocab-deepseek-llm.gguf").string();
-  REQUIRE_FILE(fs::path(o.vocab_path));
-  fs::path p = tmp_dir() / "h256-q4_k_m.gguf";
+  fs::path p = tmp_dir() / (std::string("h256-") + synth_type_name(type) + ".gguf");
   write_synth_model(o, p.string());
   auto ours = GgufFile::open(p.string());
   auto ref = GgufFile::open(golden.string());
@@ -197,6 +198,18 @@ TEST(Synth, Q4KMTypesAreLlamaQuantizes) {
   }
   EXPECT_EQ(ours->get_uint("general.file_type"), ref->get_uint("general.file_type"));
   fs::remove(p);
+}
+
+TEST(Synth, Q4KMTypesAreLlamaQuantizes) {
+  REQUIRE_FILE(kShared / "golden/qwen3moe-h256-q4_k_m.gguf");
+  REQUIRE_FILE(kVocab / "ggml-vocab-deepseek-llm.gguf");
+  expect_llama_quantizes_types(kShared / "golden/qwen3moe-h256-q4_k_m.gguf", SynthType::kQ4_K_M);
+}
+
+TEST(Synth, Iq4XsTypesAreLlamaQuantizes) {
+  REQUIRE_FILE(kVocab / "ggml-vocab-deepseek-llm.gguf");
+  expect_llama_quantizes_types(fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden/qwen3moe-h256-iq4_xs.gguf",
+                               SynthType::kIQ4_XS);
 }
 
 // Dequantized with the reference dequantizers, matrix rows have standard
@@ -229,7 +242,9 @@ TEST(Synth, WeightStatisticsThroughTheReferenceDequantizers) {
         int64_t first = 0;
         if (embd) {  // the constant channel: 3 at element 0, zeros in the rest of its sub-block
           EXPECT_NEAR(row[0], 3.0f, 0.45f) << "row " << r;  // a 6-bit K-quant scale: within ~10%
-          if (g.type != DType::F32) {
+          if (g.type == DType::IQ4_NL || g.type == DType::IQ4_XS) {
+            EXPECT_NEAR(row[1], row[0] / 113, 1e-3f);  // no code is 0: the nearest, 1 in 113
+          } else if (g.type != DType::F32) {
             EXPECT_EQ(row[1], 0.f);
           }
           first = 32;
@@ -249,6 +264,10 @@ TEST(Synth, WeightStatisticsThroughTheReferenceDequantizers) {
     }
     if (t == SynthType::kQ4_K_M) {
       EXPECT_TRUE(types_seen.count("q4_K") && types_seen.count("q5_K") && types_seen.count("q6_K") &&
+                  types_seen.count("q8_0"));
+    }
+    if (t == SynthType::kIQ4_XS) {
+      EXPECT_TRUE(types_seen.count("iq4_xs") && types_seen.count("q5_K") && types_seen.count("q6_K") &&
                   types_seen.count("q8_0"));
     }
     fs::remove(p);

@@ -1,14 +1,17 @@
 // Every tensor of every golden model (../shared/golden/*.gguf, written by
 // llama.cpp's tools) dequantizes to finite values; F16/BF16 tensors equal the
 // bit-exact conversion of each element. The models of tests/data/golden
-// (IQ4_NL, IQ4_XS) dequantize to llama.cpp's own values, bit for bit.
+// (IQ4_NL, IQ4_XS) dequantize to llama.cpp's own values, bit for bit, and
+// quantizing their float sources here writes llama-quantize's bytes.
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -111,6 +114,47 @@ TEST(Golden, RepoModelsDequantizeToLlamaCppsBits) {
     }
   }
   EXPECT_TRUE(types.count("iq4_nl") && types.count("iq4_xs"));
+}
+
+// make_golden.sh wrote each IQ4 model with llama-quantize (no importance
+// matrix) from a float model of shared/golden: every IQ4_NL and IQ4_XS tensor
+// quantized here from the same floats must be the same bytes, block for block.
+TEST(Golden, Iq4QuantizersWriteLlamaQuantizesBytes) {
+  const fs::path shared = fs::path(COLIBRI_SHARED_DIR) / "golden";
+  const fs::path repo = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
+  const std::pair<const char*, const char*> pairs[] = {
+      {"qwen3moe-h256-iq4_xs", "qwen3moe-h256-f16"}, {"deepseek-v3-iq4_nl", "deepseek-v3-f32"}};
+  std::map<DType, int64_t> blocks;
+  for (const auto& [name, src_name] : pairs) {
+    const fs::path src_path = shared / (std::string(src_name) + ".gguf");
+    if (!fs::exists(src_path)) GTEST_SKIP() << "no " << src_path;
+    const auto quant = GgufFile::open((repo / (std::string(name) + ".gguf")).string());
+    const auto src = GgufFile::open(src_path.string());
+    std::vector<float> f;
+    std::vector<uint8_t> got;
+    for (const GgufTensor& t : quant->tensors()) {
+      if (t.type != DType::IQ4_NL && t.type != DType::IQ4_XS) continue;
+      const GgufTensor* s = src->find_tensor(t.name);
+      ASSERT_NE(s, nullptr) << name << " " << t.name;
+      const TensorView q = quant->view(t), v = src->view(*s);
+      ASSERT_EQ(q.ne[0], v.ne[0]);
+      ASSERT_EQ(q.n_rows(), v.n_rows());
+      const size_t rb = colibri::row_bytes(t.type, q.ne[0]);
+      f.resize(static_cast<size_t>(v.ne[0]));
+      got.resize(rb);
+      int64_t bad = 0;
+      for (int64_t r = 0; r < v.n_rows(); ++r) {
+        dequantize_row(s->type, v.row(r), f.data(), v.ne[0]);
+        quantize_weights(t.type, f.data(), got.data(), v.ne[0]);
+        bad += std::memcmp(got.data(), q.row(r), rb) != 0;
+      }
+      EXPECT_EQ(bad, 0) << name << " " << t.name << " (" << dtype_name(t.type)
+                        << "): rows differing of " << q.n_rows();
+      blocks[t.type] += q.n_rows() * q.ne[0] / dtype_info(t.type).block_size;
+    }
+  }
+  EXPECT_GT(blocks[DType::IQ4_NL], 0);
+  EXPECT_GT(blocks[DType::IQ4_XS], 0);
 }
 
 }  // namespace

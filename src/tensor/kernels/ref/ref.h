@@ -41,6 +41,8 @@ void quantize_weights_q4_1(const float* src, void* dst, int64_t n);
 void quantize_weights_q5_0(const float* src, void* dst, int64_t n);
 void quantize_weights_q5_1(const float* src, void* dst, int64_t n);
 void quantize_weights_mxfp4(const float* src, void* dst, int64_t n);
+void quantize_weights_iq4_nl(const float* src, void* dst, int64_t n);
+void quantize_weights_iq4_xs(const float* src, void* dst, int64_t n);
 
 // ggml's nearest_int: round to nearest, ties to even, for |x| < 2^22.
 int nearest_int(float x);

@@ -43,8 +43,10 @@ constexpr TraitsRow kRows[] = {
     {DType::Q8_K, ref::dequantize_q8_K, DType::Q8_K, nullptr, ref::quantize_q8_K, nullptr},
     {DType::MXFP4, ref::dequantize_mxfp4, DType::Q8_0, ref::dot_mxfp4, nullptr,
      ref::quantize_weights_mxfp4},
-    {DType::IQ4_NL, ref::dequantize_iq4_nl, DType::Q8_0, ref::dot_iq4_nl, nullptr, nullptr},
-    {DType::IQ4_XS, ref::dequantize_iq4_xs, DType::Q8_K, ref::dot_iq4_xs, nullptr, nullptr},
+    {DType::IQ4_NL, ref::dequantize_iq4_nl, DType::Q8_0, ref::dot_iq4_nl, nullptr,
+     ref::quantize_weights_iq4_nl},
+    {DType::IQ4_XS, ref::dequantize_iq4_xs, DType::Q8_K, ref::dot_iq4_xs, nullptr,
+     ref::quantize_weights_iq4_xs},
 };
 
 struct Tables {

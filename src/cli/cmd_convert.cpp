@@ -27,20 +27,27 @@ int convert(const ConvertArgs& a) {
   static const std::map<std::string, DType> kTypes = {
       {"f32", DType::F32},      {"f16", DType::F16},   {"bf16", DType::BF16},
       {"q8_0", DType::Q8_0},    {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
-      {"q5_0", DType::Q5_0},    {"q5_1", DType::Q5_1}, {"iq4_nl", DType::IQ4_NL},
-      {"iq4_xs", DType::IQ4_XS}};
+      {"q5_0", DType::Q5_0},    {"q5_1", DType::Q5_1}};
   HfConvertOptions o;
   o.folder = a.folder;
   o.out = a.out;
   o.name = a.name;
   o.n_threads = a.n_threads;
+  // The K-quant and IQ4 file types as llama-quantize mixes them.
+  static const std::map<std::string, QuantMix> kMixes = {{"q4_k_m", QuantMix::kQ4_K_M},
+                                                         {"q5_k_m", QuantMix::kQ5_K_M},
+                                                         {"q6_k", QuantMix::kQ6_K},
+                                                         {"iq4_nl", QuantMix::kIQ4_NL},
+                                                         {"iq4_xs", QuantMix::kIQ4_XS}};
   if (a.type != "auto") {
     auto it = kTypes.find(a.type);
-    CLB_CHECK(it != kTypes.end(),
+    auto mix = kMixes.find(a.type);
+    CLB_CHECK(it != kTypes.end() || mix != kMixes.end(),
               "unknown type '%s' (known: auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-              "iq4_nl, iq4_xs)",
+              "q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs)",
               a.type.c_str());
-    o.type = it->second;
+    if (it != kTypes.end()) o.type = it->second;
+    else o.mix = mix->second;
   }
   const double t0 = now_seconds();
   std::unique_ptr<Progress> progress;
@@ -69,8 +76,9 @@ Runner add_convert(CLI::App& app) {
   c->add_option(
        "--type", a->type,
        "type of the matrices: auto (as stored: f32, f16 or bf16), f32, f16, bf16, q8_0, "
-       "q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs (every matrix in that type, as llama-quantize "
-       "--pure; iq4_xs rows not of whole 256-blocks iq4_nl); vectors and routers stay f32")
+       "q4_0, q4_1, q5_0, q5_1 (every matrix in that type); q4_k_m, q5_k_m, q6_k, iq4_nl, "
+       "iq4_xs (each matrix in the type llama-quantize gives it in that file type, the same "
+       "bytes); vectors and routers stay f32")
       ->capture_default_str();
   c->add_option("--name", a->name, "general.name (default: the folder's name)");
   c->add_option("-t,--threads", a->n_threads, "threads converting rows (0: all cores)")

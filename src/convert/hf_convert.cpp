@@ -166,13 +166,13 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
             "family table: %s is not a GGUF family this build runs",
             std::string(fam->gguf_arch).c_str());
 
+  CLB_CHECK(!(o.type && o.mix), "convert: a type and a file type both given");
   if (o.type) {
     const DType t = *o.type;
     CLB_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
-                  t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
-                  t == DType::IQ4_NL || t == DType::IQ4_XS,
-              "output type %s is not converted to (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-              "iq4_nl, iq4_xs)",
+                  t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1,
+              "output type %s is not converted to (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1; "
+              "llama-quantize's file types q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs as a mix)",
               dtype_name(t));
   }
 
@@ -184,7 +184,9 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
 
   // Tensors.
   auto set = SafetensorsSet::open_dir(o.folder);
-  const std::vector<Planned> plan = plan_tensors(*set, *fam, shape, o.type, config, o.folder);
+  std::vector<Planned> plan = plan_tensors(
+      *set, *fam, shape, o.mix ? std::optional<DType>(quant_mix_base(*o.mix)) : o.type, config, o.folder);
+  if (o.mix) apply_quant_mix(*o.mix, shape, fam->mla, plan);
 
   // general.file_type: the type most matrix bytes have.
   DType main_type = DType::F32;
@@ -199,12 +201,12 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
       if (b > best) best = b, main_type = t;
   }
   // llama.cpp's MXFP4_MOE when the experts are MXFP4, whatever the rest is;
-  // IQ4_XS when asked for, as llama-quantize names the file, even where the
-  // rows made every matrix IQ4_NL.
+  // a llama-quantize file type as it names the file.
   const bool mxfp4 = std::any_of(plan.begin(), plan.end(),
                                  [](const Planned& t) { return t.type == DType::MXFP4; });
-  const DType named = mxfp4 ? DType::MXFP4 : o.type == DType::IQ4_XS ? DType::IQ4_XS : main_type;
-  w.set_u32("general.file_type", file_type_of(named));
+  w.set_u32("general.file_type", mxfp4    ? file_type_of(DType::MXFP4)
+                                 : o.mix ? quant_mix_file_type(*o.mix)
+                                         : file_type_of(main_type));
   if (dtype_info(main_type).block_size > 1) w.set_u32("general.quantization_version", 2);
 
   // The tokenizer and chat template.

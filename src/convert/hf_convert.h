@@ -14,8 +14,8 @@
 // them out (model/arch.h's families; experts stacked per layer, llama-family
 // q/k rows permuted), streamed a chunk of rows at a time so that a model
 // larger than memory converts, and in the output type asked for: as stored
-// (F32, F16, BF16), or any type with a reference quantizer (Q8_0, Q4_0, ...,
-// IQ4_NL, IQ4_XS).
+// (F32, F16, BF16), or any type with a reference quantizer (Q8_0, Q4_0, ...),
+// or as llama-quantize would write a file type (Q4_K_M, IQ4_XS, ...).
 // Vectors (norms, biases) and routers stay F32, as llama.cpp keeps them.
 #pragma once
 
@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "model/quant_mix.h"
 #include "tensor/dtype.h"
 
 namespace colibri {
@@ -39,6 +40,9 @@ struct HfConvertOptions {
   // type quantize_weights has (matrices whose rows do not fill whole blocks
   // become F16).
   std::optional<DType> type;
+  // Instead of type: llama-quantize's file type, each matrix in the type it
+  // would give it (model/quant_mix.h). MXFP4 experts stay MXFP4.
+  std::optional<QuantMix> mix;
   std::string name;   // general.name; "" takes the folder's name
   int n_threads = 0;  // threads converting rows; 0: all cores
   // Bytes of tensor data written so far, of total.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -646,6 +647,24 @@ void fill_range(const Planned& t, int64_t row0, int64_t n, uint8_t* dst) {
 
 }  // namespace
 
+void apply_quant_mix(QuantMix m, const HfShape& shape, bool mla, std::vector<Planned>& plan) {
+  QuantMixModel model;
+  model.n_layer_all = shape.n_layer + (shape.keep_nextn ? shape.n_nextn : 0);
+  model.n_expert = shape.n_expert;
+  model.n_gqa = mla ? shape.n_head : shape.n_head / std::max(1, shape.n_head_kv);  // MLA: one KV head
+  model.has_output = false;
+  for (const Planned& t : plan) {
+    model.n_attn_v += t.name.find("attn_v.weight") != std::string::npos;
+    model.has_output |= t.name == "output.weight";
+  }
+  for (Planned& t : plan) {
+    if (t.ne.size() < 2 || t.type == DType::F32 || t.type == DType::MXFP4) continue;
+    int layer = -1;
+    if (t.name.rfind("blk.", 0) == 0) layer = std::atoi(t.name.c_str() + 4);
+    t.type = quant_mix_type(m, model, t.name, t.ne[0], t.ne.size() > 2 ? t.ne[2] : 1, layer);
+  }
+}
+
 // llama.cpp's LLAMA_FTYPE for general.file_type.
 uint32_t file_type_of(DType t) {
   switch (t) {
@@ -663,10 +682,6 @@ uint32_t file_type_of(DType t) {
       return 8;
     case DType::Q5_1:
       return 9;
-    case DType::IQ4_NL:
-      return 25;
-    case DType::IQ4_XS:
-      return 30;
     case DType::BF16:
       return 32;
     case DType::MXFP4:

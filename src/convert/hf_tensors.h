@@ -57,6 +57,10 @@ std::vector<Planned> plan_tensors(const SafetensorsSet& set, const HfFamily& fam
                                   const HfShape& shape, std::optional<DType> type,
                                   const nlohmann::json& config, const std::string& where);
 
+// Gives each quantized matrix of the plan (planned in m's base type) the type
+// llama-quantize's file type m gives it; MXFP4 experts stay MXFP4.
+void apply_quant_mix(QuantMix m, const HfShape& shape, bool mla, std::vector<Planned>& plan);
+
 // Rows [row0, row0 + n) of t in its GGUF type into dst, shared among the
 // pool's threads.
 void fill_rows(const Planned& t, int64_t row0, int64_t n, uint8_t* dst, ThreadPool& pool);

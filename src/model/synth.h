@@ -73,6 +73,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/quant_mix.h"
+
 namespace colibri {
 
 // A real model's hyperparameters, as its Hugging Face config.json gives them,
@@ -129,6 +131,8 @@ std::vector<const SynthShape*> synth_shapes();
 enum class SynthType { kF32, kF16, kQ8_0, kQ4_0, kQ4_K_M, kMXFP4_MOE, kIQ4_NL, kIQ4_XS };
 std::optional<SynthType> parse_synth_type(std::string_view name);
 const char* synth_type_name(SynthType t);
+// The llama-quantize file type a quantized SynthType writes; nullopt for F32, F16.
+std::optional<QuantMix> synth_quant_mix(SynthType t);
 
 enum class SynthRouting { kNatural, kUniform, kZipf };
 std::optional<SynthRouting> parse_synth_routing(std::string_view name);

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "formats/gguf_writer.h"
 #include "model/arch.h"
+#include "model/quant_mix.h"
 #include "tensor/quant_blocks.h"
 
 namespace colibri::synth {
@@ -30,67 +31,18 @@ bool is_matrix(Role r) {
   }
 }
 
-// llama-quantize's choice for a tensor (llama_tensor_get_type for the file
-// types we write): output in Q6_K, more bits for attn_v and ffn_down in the
-// first and last eighth of the layers and every third between (Q4_K_M; the
-// layer count is the whole model's block_count, NextN layers included, as
-// llama-quantize counts them), Q5_K ffn_down in the first eighth and Q5_K
-// attn_v where 4 or more query heads share a KV head (IQ4_NL, IQ4_XS without
-// an importance matrix), Q8_0 attn_k/attn_v and Q5_K attn_output in 8-expert
-// models, MXFP4 for every 3-D tensor under MXFP4_MOE, and the fallbacks for
-// rows that are not a multiple of a K-quant's 256 (IQ4_XS's: IQ4_NL). The MLA
-// tensors (attn_q_a, attn_k_b, ...) match none of its named categories and
-// take the file's base type.
+// llama-quantize's choice for a tensor (model/quant_mix.h), the layer count
+// the whole model's block_count, NextN layers included, as llama-quantize
+// counts them (a --layers slice keeps the whole model's types).
 DType pick_type(const SynthShape& s, SynthType ft, const TensorPlan& t) {
   if (ft == SynthType::kF32 || !is_matrix(t.role)) return DType::F32;
   if (ft == SynthType::kF16) return DType::F16;
-  if (ft == SynthType::kMXFP4_MOE) {
-    const bool stacked = t.ne.size() == 3 && t.ne[2] > 1;
-    if (stacked && t.ne[0] % dtype_info(DType::MXFP4).block_size == 0) return DType::MXFP4;
-    return t.ne[0] % dtype_info(DType::Q8_0).block_size == 0 ? DType::Q8_0 : DType::F16;
-  }
-  const DType base = ft == SynthType::kQ8_0     ? DType::Q8_0
-                     : ft == SynthType::kQ4_0   ? DType::Q4_0
-                     : ft == SynthType::kIQ4_NL ? DType::IQ4_NL
-                     : ft == SynthType::kIQ4_XS ? DType::IQ4_XS
-                                                : DType::Q4_K;
-  const int n_layer_all = s.n_layer + s.n_nextn;
-  auto more_bits = [](int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; };
-  const bool k_m = ft == SynthType::kQ4_K_M;
-  const bool iq4 = ft == SynthType::kIQ4_NL || ft == SynthType::kIQ4_XS;
-  const bool gqa4 = s.n_head_kv > 0 && s.n_head / s.n_head_kv >= 4;
-  DType type = base;
-  switch (t.role) {
-    case Role::kOutput:
-      type = base == DType::Q8_0 || t.ne[0] % dtype_info(base).block_size ? DType::Q8_0 : DType::Q6_K;
-      break;
-    case Role::kAttnV:
-      if (k_m && more_bits(t.layer, n_layer_all)) type = DType::Q6_K;
-      if (iq4 && gqa4) type = DType::Q5_K;
-      if (s.n_expert == 8) type = DType::Q8_0;
-      break;
-    case Role::kAttnK:
-      if (s.n_expert == 8) type = DType::Q8_0;
-      break;
-    case Role::kAttnOut:
-      if ((k_m || iq4) && s.n_expert == 8) type = DType::Q5_K;
-      break;
-    case Role::kDown:
-      if (k_m && more_bits(t.layer, n_layer_all)) type = DType::Q6_K;
-      if (iq4 && t.layer < n_layer_all / 8) type = DType::Q5_K;
-      break;
-    default:
-      break;
-  }
-  if (t.ne[0] % dtype_info(type).block_size != 0) {
-    type = type == DType::Q4_K     ? DType::Q5_0
-           : type == DType::Q5_K   ? DType::Q5_1
-           : type == DType::Q6_K   ? DType::Q8_0
-           : type == DType::IQ4_XS ? DType::IQ4_NL
-                                   : type;
-    if (t.ne[0] % dtype_info(type).block_size != 0) type = DType::F16;
-  }
-  return type;
+  QuantMixModel m;
+  m.n_layer_all = m.n_attn_v = s.n_layer + s.n_nextn;
+  m.n_expert = s.n_expert;
+  m.n_gqa = s.n_head_kv > 0 ? s.n_head / s.n_head_kv : 1;
+  const int64_t ne2 = t.ne.size() > 2 ? t.ne[2] : 1;
+  return quant_mix_type(*synth_quant_mix(ft), m, t.name, t.ne[0], ne2, t.layer);
 }
 
 }  // namespace
@@ -199,17 +151,9 @@ std::vector<TensorPlan> plan_tensors(const SynthOptions& o) {
 }
 
 uint32_t file_type_id(SynthType t) {  // llama_ftype
-  switch (t) {
-    case SynthType::kF32: return 0;
-    case SynthType::kF16: return 1;
-    case SynthType::kQ4_0: return 2;
-    case SynthType::kQ8_0: return 7;
-    case SynthType::kQ4_K_M: return 15;
-    case SynthType::kMXFP4_MOE: return 38;
-    case SynthType::kIQ4_NL: return 25;
-    case SynthType::kIQ4_XS: return 30;
-  }
-  return 0;
+  if (t == SynthType::kF32) return 0;
+  if (t == SynthType::kF16) return 1;
+  return quant_mix_file_type(*synth_quant_mix(t));
 }
 
 void write_hparams(GgufWriter& w, const SynthOptions& o) {

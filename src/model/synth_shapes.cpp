@@ -179,6 +179,20 @@ const char* synth_type_name(SynthType t) {
   return "?";
 }
 
+std::optional<QuantMix> synth_quant_mix(SynthType t) {
+  switch (t) {
+    case SynthType::kF32:
+    case SynthType::kF16: return std::nullopt;
+    case SynthType::kQ8_0: return QuantMix::kQ8_0;
+    case SynthType::kQ4_0: return QuantMix::kQ4_0;
+    case SynthType::kQ4_K_M: return QuantMix::kQ4_K_M;
+    case SynthType::kMXFP4_MOE: return QuantMix::kMXFP4_MOE;
+    case SynthType::kIQ4_NL: return QuantMix::kIQ4_NL;
+    case SynthType::kIQ4_XS: return QuantMix::kIQ4_XS;
+  }
+  return std::nullopt;
+}
+
 std::optional<SynthRouting> parse_synth_routing(std::string_view name) {
   for (SynthRouting r : {SynthRouting::kNatural, SynthRouting::kUniform, SynthRouting::kZipf})
     if (name == synth_routing_name(r)) return r;

@@ -519,49 +519,41 @@ TEST(HfConvert, Q8_0OfLlamaCppsQ8_0IsItsBytes) {
   EXPECT_EQ(got->get_uint("general.file_type"), q8->get_uint("general.file_type"));
 }
 
-// IQ4_XS and IQ4_NL, every matrix in that type: the float models
-// tests/data/golden's IQ4 files were quantized from, written as Hugging Face
-// folders and converted. Each tensor llama-quantize also wrote in an IQ4 type
-// must be its bytes (it gives some others more bits: Q5_K, Q6_K); IQ4_XS
-// rows that are not whole super-blocks are IQ4_NL as in its file.
-TEST(HfConvert, Iq4IsLlamaQuantizesBytes) {
+// llama-quantize's K-quant and IQ4 files of shared/golden's and
+// tests/data/golden's (made without an importance matrix from the float models
+// beside them): each float model written as a Hugging Face folder and
+// converted with that file type must be that file, tensor for tensor and byte
+// for byte (the mix of types it chose, Q6_K output, Q5_K ffn_down in the first
+// eighth, ...; the quantizers' bytes), with its general.file_type.
+TEST(HfConvert, FileTypesAreLlamaQuantizesFiles) {
   const fs::path repo = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
   struct Case {
     const char* src;
-    const char* want;
-    DType type;
-    uint64_t file_type;
+    fs::path want;
+    QuantMix mix;
   };
-  // DeepSeek-V3's rows are narrower than 256: as IQ4_XS they are IQ4_NL.
-  for (const Case& c : {Case{"qwen3moe-h256-f16", "qwen3moe-h256-iq4_xs", DType::IQ4_XS, 30},
-                        Case{"deepseek-v3-f32", "deepseek-v3-iq4_nl", DType::IQ4_NL, 25},
-                        Case{"deepseek-v3-f32", "deepseek-v3-iq4_nl", DType::IQ4_XS, 30}}) {
+  const Case cases[] = {
+      {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q4_k_m.gguf", QuantMix::kQ4_K_M},
+      {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q5_k_m.gguf", QuantMix::kQ5_K_M},
+      {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q6_k.gguf", QuantMix::kQ6_K},
+      {"qwen3moe-h256-f16", repo / "qwen3moe-h256-iq4_xs.gguf", QuantMix::kIQ4_XS},
+      {"deepseek-v3-f32", repo / "deepseek-v3-iq4_nl.gguf", QuantMix::kIQ4_NL}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.want.filename().string());
     const fs::path gguf = kGolden / (std::string(c.src) + ".gguf");
     if (!fs::exists(gguf)) GTEST_SKIP() << "test data absent: " << gguf;
     auto src = GgufFile::open(gguf.string());
-    auto want = GgufFile::open((repo / (std::string(c.want) + ".gguf")).string());
-    const fs::path folder = tmp().path / (std::string(c.src) + "-" + dtype_name(c.type));
+    auto want = GgufFile::open(c.want.string());
+    const fs::path folder = tmp().path / (std::string(c.src) + "-" + quant_mix_name(c.mix));
     test::export_hf_folder(*src, folder);
-    auto got = GgufFile::open(convert(folder, c.type).string());
-    EXPECT_EQ(got->get_uint("general.file_type"), c.file_type) << c.src;
-    EXPECT_EQ(got->tensors().size(), want->tensors().size()) << c.src;
-    int same = 0;
-    for (const GgufTensor& g : got->tensors()) {
-      const GgufTensor* w = want->find_tensor(g.name);
-      ASSERT_NE(w, nullptr) << g.name;
-      if (g.n_dims == 1 || g.name.find("ffn_gate_inp") != std::string::npos) {
-        EXPECT_EQ(g.type, DType::F32) << g.name;
-        continue;
-      }
-      const DType expect = c.type == DType::IQ4_XS && g.ne[0] % 256 != 0 ? DType::IQ4_NL : c.type;
-      EXPECT_EQ(dtype_name(g.type), std::string(dtype_name(expect))) << c.src << " " << g.name;
-      if (w->type != g.type) continue;
-      ASSERT_EQ(g.nbytes, w->nbytes) << g.name;
-      EXPECT_EQ(std::memcmp(got->tensor_data(g), want->tensor_data(*w), g.nbytes), 0)
-          << c.src << " " << g.name << ": bytes differ";
-      ++same;
-    }
-    EXPECT_GT(same, 10) << c.src << " " << dtype_name(c.type);
+    HfConvertOptions o;
+    o.folder = folder.string();
+    o.out = folder.string() + ".gguf";
+    o.mix = c.mix;
+    convert_hf_folder(o);
+    auto got = GgufFile::open(o.out);
+    expect_same_tensors(*want, *got);
+    EXPECT_EQ(got->get_uint("general.file_type"), want->get_uint("general.file_type"));
   }
 }
 

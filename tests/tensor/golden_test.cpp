@@ -116,45 +116,70 @@ TEST(Golden, RepoModelsDequantizeToLlamaCppsBits) {
   EXPECT_TRUE(types.count("iq4_nl") && types.count("iq4_xs"));
 }
 
+// Quantizes every tensor of `quant` of a type in `types` from the same tensor
+// of `src` (dequantized to F32) and counts the rows whose bytes differ from
+// the file's; adds the blocks compared to *blocks.
+void expect_quantized_bytes(const fs::path& quant_path, const fs::path& src_path,
+                            const std::set<DType>& types, std::map<DType, int64_t>* blocks) {
+  const auto quant = GgufFile::open(quant_path.string());
+  const auto src = GgufFile::open(src_path.string());
+  std::vector<float> f;
+  std::vector<uint8_t> got;
+  for (const GgufTensor& t : quant->tensors()) {
+    if (!types.count(t.type)) continue;
+    const GgufTensor* s = src->find_tensor(t.name);
+    ASSERT_NE(s, nullptr) << quant_path.filename() << " " << t.name;
+    const TensorView q = quant->view(t), v = src->view(*s);
+    ASSERT_EQ(q.ne[0], v.ne[0]);
+    ASSERT_EQ(q.n_rows(), v.n_rows());
+    const size_t rb = colibri::row_bytes(t.type, q.ne[0]);
+    f.resize(static_cast<size_t>(v.ne[0]));
+    got.resize(rb);
+    int64_t bad = 0;
+    for (int64_t r = 0; r < v.n_rows(); ++r) {
+      dequantize_row(s->type, v.row(r), f.data(), v.ne[0]);
+      quantize_weights(t.type, f.data(), got.data(), v.ne[0]);
+      bad += std::memcmp(got.data(), q.row(r), rb) != 0;
+    }
+    EXPECT_EQ(bad, 0) << quant_path.filename() << " " << t.name << " (" << dtype_name(t.type)
+                      << "): rows differing of " << q.n_rows();
+    (*blocks)[t.type] += q.n_rows() * q.ne[0] / dtype_info(t.type).block_size;
+  }
+}
+
 // make_golden.sh wrote each IQ4 model with llama-quantize (no importance
 // matrix) from a float model of shared/golden: every IQ4_NL and IQ4_XS tensor
 // quantized here from the same floats must be the same bytes, block for block.
 TEST(Golden, Iq4QuantizersWriteLlamaQuantizesBytes) {
   const fs::path shared = fs::path(COLIBRI_SHARED_DIR) / "golden";
   const fs::path repo = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
-  const std::pair<const char*, const char*> pairs[] = {
-      {"qwen3moe-h256-iq4_xs", "qwen3moe-h256-f16"}, {"deepseek-v3-iq4_nl", "deepseek-v3-f32"}};
+  const std::pair<const char*, const char*> pairs[] = {{"qwen3moe-h256-iq4_xs", "qwen3moe-h256-f16"},
+                                                       {"deepseek-v3-iq4_nl", "deepseek-v3-f32"}};
   std::map<DType, int64_t> blocks;
   for (const auto& [name, src_name] : pairs) {
     const fs::path src_path = shared / (std::string(src_name) + ".gguf");
     if (!fs::exists(src_path)) GTEST_SKIP() << "no " << src_path;
-    const auto quant = GgufFile::open((repo / (std::string(name) + ".gguf")).string());
-    const auto src = GgufFile::open(src_path.string());
-    std::vector<float> f;
-    std::vector<uint8_t> got;
-    for (const GgufTensor& t : quant->tensors()) {
-      if (t.type != DType::IQ4_NL && t.type != DType::IQ4_XS) continue;
-      const GgufTensor* s = src->find_tensor(t.name);
-      ASSERT_NE(s, nullptr) << name << " " << t.name;
-      const TensorView q = quant->view(t), v = src->view(*s);
-      ASSERT_EQ(q.ne[0], v.ne[0]);
-      ASSERT_EQ(q.n_rows(), v.n_rows());
-      const size_t rb = colibri::row_bytes(t.type, q.ne[0]);
-      f.resize(static_cast<size_t>(v.ne[0]));
-      got.resize(rb);
-      int64_t bad = 0;
-      for (int64_t r = 0; r < v.n_rows(); ++r) {
-        dequantize_row(s->type, v.row(r), f.data(), v.ne[0]);
-        quantize_weights(t.type, f.data(), got.data(), v.ne[0]);
-        bad += std::memcmp(got.data(), q.row(r), rb) != 0;
-      }
-      EXPECT_EQ(bad, 0) << name << " " << t.name << " (" << dtype_name(t.type)
-                        << "): rows differing of " << q.n_rows();
-      blocks[t.type] += q.n_rows() * q.ne[0] / dtype_info(t.type).block_size;
-    }
+    expect_quantized_bytes(repo / (std::string(name) + ".gguf"), src_path,
+                           {DType::IQ4_NL, DType::IQ4_XS}, &blocks);
   }
   EXPECT_GT(blocks[DType::IQ4_NL], 0);
   EXPECT_GT(blocks[DType::IQ4_XS], 0);
+}
+
+// shared/golden's K-quant files of the qwen3moe-h256 model are llama-quantize's
+// (no importance matrix) of its F16 file: their Q4_K, Q5_K and Q6_K tensors
+// quantized here from those halves must be the same bytes.
+TEST(Golden, KQuantizersWriteLlamaQuantizesBytes) {
+  const fs::path dir = fs::path(COLIBRI_SHARED_DIR) / "golden";
+  const fs::path src = dir / "qwen3moe-h256-f16.gguf";
+  if (!fs::exists(src)) GTEST_SKIP() << "no " << src;
+  std::map<DType, int64_t> blocks;
+  for (const char* name : {"qwen3moe-h256-q4_k_m", "qwen3moe-h256-q5_k_m", "qwen3moe-h256-q6_k"})
+    expect_quantized_bytes(dir / (std::string(name) + ".gguf"), src,
+                           {DType::Q4_K, DType::Q5_K, DType::Q6_K}, &blocks);
+  EXPECT_GT(blocks[DType::Q4_K], 0);
+  EXPECT_GT(blocks[DType::Q5_K], 0);
+  EXPECT_GT(blocks[DType::Q6_K], 0);
 }
 
 }  // namespace

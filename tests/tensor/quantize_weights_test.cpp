@@ -60,10 +60,40 @@ TEST(QuantizeWeights, FloatTypesAreConversions) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(h[i], fp32_to_bf16(x[i]));
 }
 
-TEST(QuantizeWeights, KQuantsReportMissingQuantizer) {
+TEST(QuantizeWeights, TypesWithoutOneReportIt) {
   std::vector<float> x(256, 1.0f);
-  std::vector<uint8_t> q(row_bytes(DType::Q4_K, 256));
-  EXPECT_THROW(quantize_weights(DType::Q4_K, x.data(), q.data(), 256), Error);
+  std::vector<uint8_t> q(row_bytes(DType::Q3_K, 256));
+  EXPECT_THROW(quantize_weights(DType::Q3_K, x.data(), q.data(), 256), Error);
+}
+
+// The searching quantizers (K-quants, IQ4; golden_test checks their bytes
+// against llama-quantize's) on Gaussian weights: each is nearer the weights
+// than the plain type of as many bits, and more bits are nearer.
+TEST(QuantizeWeights, SearchingQuantizersBeatPlainOnes) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g(0.0f, 0.02f);
+  const int64_t n = 256 * 64;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = g(rng);
+  auto rmse = [&](DType t) {
+    std::vector<uint8_t> q(row_bytes(t, n));
+    quantize_weights(t, x.data(), q.data(), n);
+    const std::vector<float> y = testing::dequantized(t, q.data(), n);
+    double e = 0;
+    for (int64_t i = 0; i < n; ++i) e += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+    return std::sqrt(e / n) / 0.02;
+  };
+  const double q4_0 = rmse(DType::Q4_0), q5_0 = rmse(DType::Q5_0), q8_0 = rmse(DType::Q8_0);
+  const double q4_k = rmse(DType::Q4_K), q5_k = rmse(DType::Q5_K), q6_k = rmse(DType::Q6_K);
+  const double iq4_nl = rmse(DType::IQ4_NL), iq4_xs = rmse(DType::IQ4_XS);
+  EXPECT_LT(q4_k, q4_0);
+  EXPECT_LT(iq4_nl, q4_0);
+  EXPECT_LT(iq4_xs, q4_0);
+  EXPECT_LT(q5_k, q5_0);
+  EXPECT_LT(q5_k, q4_k);
+  EXPECT_LT(q6_k, q5_k);
+  EXPECT_LT(q8_0, q6_k);
+  EXPECT_LT(q4_0, 0.15);  // about 0.1 for 4 bits on Gaussian data
 }
 
 }  // namespace

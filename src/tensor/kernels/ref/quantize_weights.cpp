@@ -1,7 +1,8 @@
 // Reference weight quantizers: ggml's quantize_row_q4_0_ref, _q4_1_ref,
 // _q5_0_ref, _q5_1_ref and _mxfp4_ref (q8_0 shares the activation quantizer),
-// and its IQ4_NL / IQ4_XS quantizers without an importance matrix (what
-// llama-quantize writes when given none), for writing model files and for tests.
+// and its Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS quantizers without an importance
+// matrix (what llama-quantize writes when given none), for writing model files
+// and for tests.
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -233,6 +234,228 @@ void quantize_weights_iq4_xs(const float* src, void* dst, int64_t n) {
       const float dl = d * static_cast<float>(l);
       pack_iq4_codes(src + ib * kQK, dl != 0.0f ? 1.0f / dl : 0.0f, y[i].qs + ib * kQK / 2);
       iq4_xs_set_scale(y[i], ib, l);
+    }
+  }
+}
+
+namespace {
+
+// A sub-block of 32 as d l - m, l in 0..nmax (q4_K, q5_K): the scale and min
+// of least weighted squared error among nstep + 1 trial scales (rmin + rdelta
+// i + nmax) / (max - min) around the min-max one, each refitted by least
+// squares (the min clamped to at most 0); the codes go to L, -min to *the_min.
+float fit_scale_min(int nmax, const float* x, const float* w, uint8_t* L, float* the_min, float rmin,
+                    float rdelta, int nstep) {
+  constexpr int n = 32;
+  float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    std::memset(L, 0, n);
+    *the_min = -min;
+    return 0.0f;
+  }
+  auto code = [&](float iscale, float v) {
+    const int l = nearest_int(iscale * (v - min));
+    return l < 0 ? 0 : l > nmax ? nmax : l;
+  };
+  float iscale = nmax / (max - min), scale = 1 / iscale, best = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = static_cast<uint8_t>(code(iscale, x[i]));
+    const float diff = scale * L[i] + min - x[i];
+    best += w[i] * (diff * diff);
+  }
+  uint8_t Laux[n];
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = code(iscale, x[i]);
+      Laux[i] = static_cast<uint8_t>(l);
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D <= 0) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float err = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = this_scale * Laux[i] + this_min - x[i];
+      err += w[i] * (diff * diff);
+    }
+    if (err < best) {
+      std::memcpy(L, Laux, n);
+      best = err;
+      scale = this_scale;
+      min = this_min;
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+// The q4_K / q5_K super-block: each sub-block fitted with weights rms(x) +
+// |x|, scales and mins as 6-bit multiples of d = max scale / 63 and dmin =
+// max min / 63, then every code found again at the stored scale and min.
+// Returns the codes (0..nmax) in L.
+void quantize_k4_block(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out,
+                       uint16_t* dmin_out, uint8_t* scales, uint8_t* L) {
+  float sc[8], mn[8], w[32], max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    const float* xb = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xb[l] * xb[l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xb[l]);
+    sc[j] = fit_scale_min(nmax, xb, w, L + 32 * j, &mn[j], rmin, 0.1f, nstep);
+    if (sc[j] > max_scale) max_scale = sc[j];
+    if (mn[j] > max_min) max_min = mn[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  uint8_t ls[8], lm[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = static_cast<uint8_t>(clamp_max(static_cast<uint8_t>(nearest_int(inv_scale * sc[j])), 63));
+    lm[j] = static_cast<uint8_t>(clamp_max(static_cast<uint8_t>(nearest_int(inv_min * mn[j])), 63));
+  }
+  k4_pack_scale_min(ls, lm, scales);
+  *d_out = float_to_half(max_scale / 63.f);
+  *dmin_out = float_to_half(max_min / 63.f);
+  for (int j = 0; j < 8; ++j) {
+    const float d = half_to_float(*d_out) * ls[j];
+    if (!d) continue;
+    const float dm = half_to_float(*dmin_out) * lm[j];
+    for (int i = 0; i < 32; ++i) {
+      const int l = nearest_int((x[32 * j + i] + dm) / d);
+      L[32 * j + i] = static_cast<uint8_t>(l < 0 ? 0 : l > nmax ? nmax : l);
+    }
+  }
+}
+
+// A sub-block of 16 as d (l - 32), l in 0..63, weights x^2 (q6_K): the scale
+// of least weighted squared error among the max-magnitude one and 18 trial
+// scales -(32 + 0.1 i) / max around it; the codes go to L (0..63).
+float fit_scale_q6(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 32;
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {
+    std::memset(L, 0, n);
+    return 0.0f;
+  }
+  auto code = [](float iscale, float v) {
+    const int l = nearest_int(iscale * v);
+    return l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
+  };
+  float iscale = -nmax / max, sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = code(iscale, x[i]);
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  float scale = suml2 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = code(iscale, x[i]);
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * l;
+      suml2 += w * l * l;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(nmax + code(iscale, x[i]));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+}  // namespace
+
+void quantize_weights_q4_K(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q4_K*>(dst);
+  uint8_t L[kQK_K];
+  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
+    quantize_k4_block(src, 15, -1.0f, 20, &y[i].d, &y[i].dmin, y[i].scales, L);
+    for (int j = 0; j < kQK_K; j += 64)
+      for (int l = 0; l < 32; ++l)
+        y[i].qs[j / 2 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+  }
+}
+
+// As q4_K with 5-bit codes: the fifth bit of element 64 c + j (j < 32) is bit
+// 2 c of qh[j], of element 64 c + 32 + j bit 2 c + 1.
+void quantize_weights_q5_K(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q5_K*>(dst);
+  uint8_t L[kQK_K];
+  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
+    quantize_k4_block(src, 31, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
+    std::memset(y[i].qh, 0, sizeof y[i].qh);
+    for (int c = 0; c < kQK_K / 64; ++c)
+      for (int j = 0; j < 32; ++j) {
+        const int l1 = L[64 * c + j], l2 = L[64 * c + 32 + j];
+        y[i].qh[j] |= static_cast<uint8_t>(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
+        y[i].qs[32 * c + j] = static_cast<uint8_t>((l1 & 0xF) | ((l2 & 0xF) << 4));
+      }
+  }
+}
+
+// Sixteen sub-blocks of 16 fitted alone, their scales as int8 multiples of d
+// = max / -128 (the scale of largest magnitude codes as -128, clamped to
+// 127), every code then found again at the stored scale.
+void quantize_weights_q6_K(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q6_K*>(dst);
+  int8_t L[kQK_K];
+  float scales[kQK_K / 16];
+  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
+    float max_scale = 0, max_abs = 0;
+    for (int ib = 0; ib < kQK_K / 16; ++ib) {
+      scales[ib] = fit_scale_q6(src + 16 * ib, L + 16 * ib);
+      if (std::fabs(scales[ib]) > max_abs) {
+        max_abs = std::fabs(scales[ib]);
+        max_scale = scales[ib];
+      }
+    }
+    if (max_abs < 1e-15f) {
+      std::memset(&y[i], 0, sizeof y[i]);
+      continue;
+    }
+    const float iscale = -128.f / max_scale;
+    y[i].d = float_to_half(1 / iscale);
+    for (int ib = 0; ib < kQK_K / 16; ++ib)
+      y[i].scales[ib] = static_cast<int8_t>(clamp_max(nearest_int(iscale * scales[ib]), 127));
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const float d = half_to_float(y[i].d) * y[i].scales[j];
+      if (!d) continue;
+      for (int k = 0; k < 16; ++k) {
+        const int l = nearest_int(src[16 * j + k] / d);
+        L[16 * j + k] = static_cast<int8_t>((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
+      }
+    }
+    for (int j = 0; j < kQK_K; j += 128) {
+      uint8_t* ql = y[i].ql + j / 2;
+      uint8_t* qh = y[i].qh + j / 4;
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = L[j + l], q2 = L[j + l + 32], q3 = L[j + l + 64], q4 = L[j + l + 96];
+        ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
+        ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
+        qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+      }
     }
   }
 }

@@ -1,0 +1,118 @@
+#include "model/quant_mix.h"
+
+namespace colibri {
+
+namespace {
+
+constexpr QuantMix kMixes[] = {QuantMix::kQ8_0,   QuantMix::kQ4_0,   QuantMix::kQ4_K_M, QuantMix::kQ5_K_M,
+                               QuantMix::kQ6_K,   QuantMix::kIQ4_NL, QuantMix::kIQ4_XS, QuantMix::kMXFP4_MOE};
+
+}  // namespace
+
+DType quant_mix_base(QuantMix m) {
+  switch (m) {
+    case QuantMix::kQ8_0: return DType::Q8_0;
+    case QuantMix::kQ4_0: return DType::Q4_0;
+    case QuantMix::kQ4_K_M: return DType::Q4_K;
+    case QuantMix::kQ5_K_M: return DType::Q5_K;
+    case QuantMix::kQ6_K: return DType::Q6_K;
+    case QuantMix::kIQ4_NL: return DType::IQ4_NL;
+    case QuantMix::kIQ4_XS: return DType::IQ4_XS;
+    case QuantMix::kMXFP4_MOE: return DType::MXFP4;
+  }
+  return DType::Q8_0;
+}
+
+namespace {
+
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+
+// llama-quantize's use_more_bits: the first and last eighth and every third
+// layer between.
+bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// Rows that do not fill the type's blocks take the nearest type whose blocks
+// they fill, else F16.
+DType fallback(DType t, int64_t ne0) {
+  if (ne0 % dtype_info(t).block_size == 0) return t;
+  switch (t) {
+    case DType::IQ4_XS: t = DType::IQ4_NL; break;
+    case DType::Q4_K: t = DType::Q5_0; break;
+    case DType::Q5_K: t = DType::Q5_1; break;
+    case DType::Q6_K: t = DType::Q8_0; break;
+    case DType::MXFP4: t = DType::Q8_0; break;
+    default: break;
+  }
+  return ne0 % dtype_info(t).block_size == 0 ? t : DType::F16;
+}
+
+}  // namespace
+
+std::optional<QuantMix> parse_quant_mix(std::string_view name) {
+  for (QuantMix m : kMixes)
+    if (name == quant_mix_name(m)) return m;
+  return std::nullopt;
+}
+
+const char* quant_mix_name(QuantMix m) {
+  switch (m) {
+    case QuantMix::kQ8_0: return "q8_0";
+    case QuantMix::kQ4_0: return "q4_0";
+    case QuantMix::kQ4_K_M: return "q4_k_m";
+    case QuantMix::kQ5_K_M: return "q5_k_m";
+    case QuantMix::kQ6_K: return "q6_k";
+    case QuantMix::kIQ4_NL: return "iq4_nl";
+    case QuantMix::kIQ4_XS: return "iq4_xs";
+    case QuantMix::kMXFP4_MOE: return "mxfp4_moe";
+  }
+  return "?";
+}
+
+uint32_t quant_mix_file_type(QuantMix m) {
+  switch (m) {
+    case QuantMix::kQ8_0: return 7;
+    case QuantMix::kQ4_0: return 2;
+    case QuantMix::kQ4_K_M: return 15;
+    case QuantMix::kQ5_K_M: return 17;
+    case QuantMix::kQ6_K: return 18;
+    case QuantMix::kIQ4_NL: return 25;
+    case QuantMix::kIQ4_XS: return 30;
+    case QuantMix::kMXFP4_MOE: return 38;
+  }
+  return 0;
+}
+
+DType quant_mix_type(QuantMix m, const QuantMixModel& model, std::string_view name, int64_t ne0, int64_t ne2,
+                     int layer) {
+  const DType base = quant_mix_base(m);
+  const bool k_m = m == QuantMix::kQ4_K_M || m == QuantMix::kQ5_K_M;
+  const bool iq4 = m == QuantMix::kIQ4_NL || m == QuantMix::kIQ4_XS;
+  DType type = base;
+  if (name == "output.weight" || (!model.has_output && name == "token_embd.weight")) {
+    if (m == QuantMix::kMXFP4_MOE || ne0 % dtype_info(base).block_size != 0) type = DType::Q8_0;
+    else if (base != DType::Q8_0) type = DType::Q6_K;
+  } else if (m == QuantMix::kMXFP4_MOE) {
+    type = ne2 > 1 ? DType::MXFP4 : DType::Q8_0;
+  } else if (name == "token_embd.weight") {
+    // the file's type
+  } else if (contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") ||
+             contains(name, "attn_v.weight")) {
+    if (iq4 && model.n_gqa >= 4) type = DType::Q5_K;
+    else if (k_m && more_bits(layer, model.n_attn_v)) type = DType::Q6_K;
+    if (model.n_expert == 8) type = DType::Q8_0;
+  } else if (contains(name, "attn_k.weight")) {
+    if (model.n_expert == 8) type = DType::Q8_0;
+  } else if (contains(name, "attn_q.weight")) {
+    // the file's type
+  } else if (contains(name, "attn_output.weight")) {
+    if ((m == QuantMix::kQ4_K_M || iq4) && model.n_expert == 8) type = DType::Q5_K;
+  } else if (contains(name, "ffn_up") || contains(name, "ffn_gate")) {
+    // the file's type
+  } else if (contains(name, "ffn_down")) {
+    if (k_m && more_bits(layer, model.n_layer_all)) type = DType::Q6_K;
+    else if (iq4 && layer < model.n_layer_all / 8) type = DType::Q5_K;
+  }
+  return fallback(type, ne0);
+}
+
+}  // namespace colibri

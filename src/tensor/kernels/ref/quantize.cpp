@@ -9,14 +9,6 @@
 
 namespace colibri::ref {
 
-int nearest_int(float x) {
-  // Adding 1.5 * 2^23 leaves round-to-nearest-even(x) in the low mantissa bits.
-  const float v = x + 12582912.f;
-  int32_t i;
-  std::memcpy(&i, &v, 4);
-  return (i & 0x007FFFFF) - 0x00400000;
-}
-
 void quantize_f32(const float* src, void* dst, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }

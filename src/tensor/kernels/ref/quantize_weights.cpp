@@ -155,8 +155,8 @@ namespace {
 int nearest_iq4(float v) {
   if (v <= kIq4nlValues[0]) return 0;
   if (v >= kIq4nlValues[15]) return 15;
-  int hi = 1;
-  while (v >= kIq4nlValues[hi]) ++hi;
+  int hi = 1;  // the first value above v, counted without branches
+  for (int k = 1; k < 15; ++k) hi += v >= kIq4nlValues[k];
   return v - kIq4nlValues[hi - 1] < kIq4nlValues[hi] - v ? hi - 1 : hi;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace colibri::ref {
 
@@ -48,7 +49,14 @@ void quantize_weights_iq4_nl(const float* src, void* dst, int64_t n);
 void quantize_weights_iq4_xs(const float* src, void* dst, int64_t n);
 
 // ggml's nearest_int: round to nearest, ties to even, for |x| < 2^22.
-int nearest_int(float x);
+// Inline: the searching quantizers call it in their inner loops.
+inline int nearest_int(float x) {
+  // Adding 1.5 * 2^23 leaves round-to-nearest-even(x) in the low mantissa bits.
+  const float v = x + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &v, 4);
+  return (i & 0x007FFFFF) - 0x00400000;
+}
 
 // Dot kernels, weight row x activation row.
 float dot_f32(const void* w, const void* x, int64_t n);

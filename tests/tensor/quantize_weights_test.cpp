@@ -96,5 +96,25 @@ TEST(QuantizeWeights, SearchingQuantizersBeatPlainOnes) {
   EXPECT_LT(q4_0, 0.15);  // about 0.1 for 4 bits on Gaussian data
 }
 
+// A checkpoint's NaN, infinities, huge and tiny values (convert reads them
+// untrusted): every quantizer ends and writes blocks that dequantize, and a
+// block of finite ordinary values next to them is unaffected.
+TEST(QuantizeWeights, NonFiniteInputStaysInItsBlock) {
+  const int64_t n = 512;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[i] = 0.01f * static_cast<float>((i * 37) % 19 - 9);
+  const float odd[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e-40f};
+  for (int i = 0; i < 6; ++i) x[static_cast<size_t>(40 * i)] = odd[i];
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::MXFP4,
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    std::vector<uint8_t> q(row_bytes(t, n));
+    quantize_weights(t, x.data(), q.data(), n);
+    const std::vector<float> y = testing::dequantized(t, q.data(), n);
+    // The second super-block (elements 256..511) holds only ordinary values.
+    for (int64_t i = 256; i < n; ++i)
+      EXPECT_NEAR(y[i], x[i], 0.02f) << dtype_name(t) << " element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace colibri

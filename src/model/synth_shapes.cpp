@@ -166,17 +166,9 @@ std::optional<SynthType> parse_synth_type(std::string_view name) {
 }
 
 const char* synth_type_name(SynthType t) {
-  switch (t) {
-    case SynthType::kF32: return "f32";
-    case SynthType::kF16: return "f16";
-    case SynthType::kQ8_0: return "q8_0";
-    case SynthType::kQ4_0: return "q4_0";
-    case SynthType::kQ4_K_M: return "q4_k_m";
-    case SynthType::kMXFP4_MOE: return "mxfp4_moe";
-    case SynthType::kIQ4_NL: return "iq4_nl";
-    case SynthType::kIQ4_XS: return "iq4_xs";
-  }
-  return "?";
+  if (t == SynthType::kF32) return "f32";
+  if (t == SynthType::kF16) return "f16";
+  return quant_mix_name(*synth_quant_mix(t));
 }
 
 std::optional<QuantMix> synth_quant_mix(SynthType t) {

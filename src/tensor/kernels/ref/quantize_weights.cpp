@@ -152,11 +152,26 @@ namespace {
 
 // The IQ4 code whose value is nearest v (values in units of the scale); of two
 // equally near, the larger.
+// kAbove[j]: the first code whose value exceeds j - 127 (the values are
+// integers, so the first above any v in [j - 127, j - 126)).
+constexpr auto kAbove = [] {
+  struct {
+    uint8_t v[241];
+  } t{};
+  for (int j = 0; j < 241; ++j) {
+    int hi = 1;
+    while (hi < 15 && kIq4nlValues[hi] <= j - 127) ++hi;
+    t.v[j] = static_cast<uint8_t>(hi);
+  }
+  return t;
+}();
+
 int nearest_iq4(float v) {
-  if (v <= kIq4nlValues[0]) return 0;
+  if (!(v > kIq4nlValues[0])) return 0;  // NaN too
   if (v >= kIq4nlValues[15]) return 15;
-  int hi = 1;  // the first value above v, counted without branches
-  for (int k = 1; k < 15; ++k) hi += v >= kIq4nlValues[k];
+  int f = static_cast<int>(v);  // floor(v), exactly: -127 < v < 113
+  f -= static_cast<float>(f) > v;
+  const int hi = kAbove.v[f + 127];
   return v - kIq4nlValues[hi - 1] < kIq4nlValues[hi] - v ? hi - 1 : hi;
 }
 

@@ -14,7 +14,6 @@
 #include "base/thread_pool.h"
 #include "tensor/half.h"
 #include "tensor/ops.h"
-#include "tensor/quant_blocks.h"
 
 namespace colibri {
 
@@ -24,13 +23,9 @@ using nlohmann::json;
 
 // ---- tensors ----------------------------------------------------------------
 
-// A matrix of rows of ne0 in type t: whole blocks only, or F16; IQ4_XS rows
-// that are not whole super-blocks become IQ4_NL, as llama-quantize writes them
-// (MLA's attn_k_b and attn_v_b among them).
-DType matrix_type(DType t, int64_t ne0) {
-  if (t == DType::IQ4_XS && ne0 % kQK_K != 0) t = DType::IQ4_NL;
-  return ne0 % dtype_info(t).block_size == 0 ? t : DType::F16;
-}
+// A matrix of rows of ne0 in type t: whole blocks only, or F16 (a file
+// type's mix has its own fallbacks: apply_quant_mix).
+DType matrix_type(DType t, int64_t ne0) { return ne0 % dtype_info(t).block_size == 0 ? t : DType::F16; }
 
 // The GGUF type a checkpoint's dtype stays as when no type is asked for:
 // FP8 (DeepSeek-V3, Kimi K2) becomes BF16, as their own cast script makes it.

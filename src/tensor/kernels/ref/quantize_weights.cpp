@@ -150,8 +150,6 @@ void quantize_weights_mxfp4(const float* src, void* dst, int64_t n) {
 
 namespace {
 
-// The IQ4 code whose value is nearest v (values in units of the scale); of two
-// equally near, the larger.
 // kAbove[j]: the first code whose value exceeds j - 127 (the values are
 // integers, so the first above any v in [j - 127, j - 126)).
 constexpr auto kAbove = [] {
@@ -166,6 +164,8 @@ constexpr auto kAbove = [] {
   return t;
 }();
 
+// The IQ4 code whose value is nearest v (values in units of the scale); of two
+// equally near, the larger.
 int nearest_iq4(float v) {
   if (!(v > kIq4nlValues[0])) return 0;  // NaN too
   if (v >= kIq4nlValues[15]) return 15;
@@ -176,14 +176,11 @@ int nearest_iq4(float v) {
 }
 
 // sum w q x and sum w q^2 over a block coded at inverse scale id, the weights
-// w = x^2 (each value's importance, lacking an importance matrix); the codes go
-// to L where it is given.
-void iq4_fit(const float* x, float id, uint8_t* L, float* sumqx, float* sumq2) {
+// w = x^2 (each value's importance, lacking an importance matrix).
+void iq4_fit(const float* x, float id, float* sumqx, float* sumq2) {
   float qx = 0.0f, q2 = 0.0f;
   for (int j = 0; j < kQK; ++j) {
-    const int l = nearest_iq4(id * x[j]);
-    if (L != nullptr) L[j] = static_cast<uint8_t>(l);
-    const float q = kIq4nlValues[l], w = x[j] * x[j];
+    const float q = kIq4nlValues[nearest_iq4(id * x[j])], w = x[j] * x[j];
     qx += w * q * x[j];
     q2 += w * q * q;
   }
@@ -197,12 +194,11 @@ void iq4_fit(const float* x, float id, uint8_t* L, float* sumqx, float* sumq2) {
 float iq4_block_scale(const float* x) {
   const float max = signed_absmax(x, kQK);
   if (std::fabs(max) < 1e-15f) return 0.0f;
-  uint8_t L[kQK];
   float sumqx, sumq2;
-  iq4_fit(x, 1.0f / (max / -kIq4nlValues[0]), L, &sumqx, &sumq2);
+  iq4_fit(x, 1.0f / (max / -kIq4nlValues[0]), &sumqx, &sumq2);
   float d = sumqx / sumq2, best = d * sumqx;
   for (int t = -7; t <= 7; ++t) {
-    iq4_fit(x, static_cast<float>(t + kIq4nlValues[0]) / max, nullptr, &sumqx, &sumq2);
+    iq4_fit(x, static_cast<float>(t + kIq4nlValues[0]) / max, &sumqx, &sumq2);
     if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
       d = sumqx / sumq2;
       best = d * sumqx;

@@ -24,8 +24,8 @@
 namespace colibri {
 namespace {
 
-constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0,
-                                  DType::Q4_K, DType::Q6_K, DType::MXFP4};
+constexpr DType kPackedTypes[] = {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K,
+                                  DType::Q6_K, DType::MXFP4, DType::IQ4_XS};
 
 // Row lengths for type t: `common` (multiples of 256), and for the
 // 32-element block types also 3, 5 and 90 blocks (GPT-OSS's 2880), whose

@@ -76,4 +76,11 @@ struct Q6KUnits : PackedUnits<3072 + 256, 32> {
   static constexpr size_t kScales = 3072;
 };
 
+// iq4_xs: a super-block's 32 code word vectors (2048 bytes), then its 16
+// rows' scales_l words (64, at kScalesL) and scales_h halves (32, at
+// kScalesH), then its d (32): two super-blocks a unit.
+struct Iq4XsUnits : PackedUnits<2048 + 96, 32> {
+  static constexpr size_t kScalesL = 2048, kScalesH = 2112;
+};
+
 }  // namespace colibri

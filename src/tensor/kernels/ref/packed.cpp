@@ -43,6 +43,10 @@
 //         of 6-bit codes for weights 32 k + 4 w (w < 8) or 128 + 32 k + 4 (w
 //         - 8), k < 4); then the scales, row i's of sub-block j at 3072 + 16 j
 //         + i; after the unit's super-blocks their d (S = 32), row i's at 2 i.
+//   iq4_xs: units of two super-blocks (Iq4XsUnits): per super-block (Q =
+//         2144), word k (k < 32) of row i's qs at 64 k + 4 i; row i's
+//         scales_l at 2048 + 4 i and scales_h at 2112 + 2 i; after the unit's
+//         super-blocks their d (S = 32), row i's at 2 i.
 //
 // A group takes exactly the bytes of its 16 rows, so packing happens in place
 // and row ranges that are whole groups keep their offsets.
@@ -57,7 +61,10 @@
 // sub-block), then acc = fma(float(S), d_w * d_x, acc) and acc =
 // fma(-float(M), dmin_w * d_x, acc). q6_K per super-block: I = sum over its
 // 16 sub-blocks of scale_j * (exact integer dot of (u - 32) with the
-// activations), then acc = fma(float(I), d_w * d_x, acc).
+// activations), then acc = fma(float(I), d_w * d_x, acc). iq4_xs per
+// super-block: I = sum over its 8 sub-blocks of (ls - 32) * (exact integer
+// dot of kIq4nlValues[code] with the activations), then acc = fma(float(I),
+// d_w * d_x, acc).
 #include <cmath>
 #include <cstring>
 
@@ -492,6 +499,74 @@ void packed_mxfp4(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x
         return nibble_isum(words, i, xq, [](int c) { return static_cast<int>(kMxfp4Values[c]); });
       },
       [](const uint8_t* p) { return e8m0_to_float_half(*p); });
+}
+
+void pack_group_iq4_xs(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int i = 0; i < kRows; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* q = dst + Iq4XsUnits::quants(b);
+      uint8_t* ds = dst + Iq4XsUnits::scales(nb, b);
+      if (i >= rows) {  // zero codes, scales and d: the row adds nothing
+        for (int k = 0; k < 32; ++k) std::memset(q + 64 * k + 4 * i, 0, 4);
+        std::memset(q + Iq4XsUnits::kScalesL + 4 * i, 0, 4);
+        std::memset(q + Iq4XsUnits::kScalesH + 2 * i, 0, 2);
+        std::memset(ds + 2 * i, 0, 2);
+        continue;
+      }
+      const auto* blk = reinterpret_cast<const block_iq4_xs*>(src + i * src_stride) + b;
+      for (int k = 0; k < 32; ++k) std::memcpy(q + 64 * k + 4 * i, blk->qs + 4 * k, 4);
+      std::memcpy(q + Iq4XsUnits::kScalesL + 4 * i, blk->scales_l, 4);
+      std::memcpy(q + Iq4XsUnits::kScalesH + 2 * i, &blk->scales_h, 2);
+      std::memcpy(ds + 2 * i, &blk->d, 2);
+    }
+}
+
+void unpack_row_iq4_xs(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t b = 0; b < nb; ++b) {
+    auto* blk = reinterpret_cast<block_iq4_xs*>(dst) + b;
+    const uint8_t* q = group + Iq4XsUnits::quants(b);
+    for (int k = 0; k < 32; ++k) std::memcpy(blk->qs + 4 * k, q + 64 * k + 4 * i, 4);
+    std::memcpy(blk->scales_l, q + Iq4XsUnits::kScalesL + 4 * i, 4);
+    std::memcpy(&blk->scales_h, q + Iq4XsUnits::kScalesH + 2 * i, 2);
+    std::memcpy(&blk->d, group + Iq4XsUnits::scales(nb, b) + 2 * i, 2);
+  }
+}
+
+void packed_iq4_xs(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                   int64_t n, float* y, size_t y_stride) {
+  const int64_t nb = n / kQK_K;
+  const size_t group_bytes = Iq4XsUnits::group_bytes(nb);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* gw = w + g * group_bytes;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
+      for (int i = 0; i < kRows; ++i) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* q = gw + Iq4XsUnits::quants(b);
+          block_iq4_xs blk;  // row i's scales, as the file has them
+          std::memcpy(blk.scales_l, q + Iq4XsUnits::kScalesL + 4 * i, 4);
+          std::memcpy(&blk.scales_h, q + Iq4XsUnits::kScalesH + 2 * i, 2);
+          int32_t I = 0;
+          for (int s = 0; s < 8; ++s) {
+            int32_t isum = 0;
+            for (int l = 0; l < 32; ++l) {  // element l of sub-block s: nibble l / 16 of byte l % 16
+              const int j = l % 16;
+              const uint8_t v = q[64 * (4 * s + j / 4) + 4 * i + j % 4];
+              isum += kIq4nlValues[l < 16 ? v & 0xF : v >> 4] * xb[b].qs[32 * s + l];
+            }
+            I += iq4_xs_scale(blk, s) * isum;
+          }
+          uint16_t d;
+          std::memcpy(&d, gw + Iq4XsUnits::scales(nb, b) + 2 * i, 2);
+          acc = std::fma(static_cast<float>(I), half_to_float(d) * xb[b].d, acc);
+        }
+        y[t * y_stride + g * kRows + i] = acc;
+      }
+    }
+  }
 }
 
 }  // namespace colibri::ref

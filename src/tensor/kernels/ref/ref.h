@@ -88,6 +88,10 @@ void pack_group_q5_0(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
 void unpack_row_q5_0(const uint8_t* group, int i, uint8_t* dst, int64_t n);
 void packed_q5_0(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride);
+void pack_group_iq4_xs(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n);
+void unpack_row_iq4_xs(const uint8_t* group, int i, uint8_t* dst, int64_t n);
+void packed_iq4_xs(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                   int64_t n, float* y, size_t y_stride);
 void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n);
 void unpack_row_q6_K(const uint8_t* group, int i, uint8_t* dst, int64_t n);
 void packed_q6_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,

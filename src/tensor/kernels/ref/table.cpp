@@ -79,6 +79,9 @@ struct Tables {
     traits[slot(DType::Q6_K)].pack_group = ref::pack_group_q6_K;
     traits[slot(DType::Q6_K)].unpack_row = ref::unpack_row_q6_K;
     traits[slot(DType::Q6_K)].packed_ref = ref::packed_q6_K;
+    traits[slot(DType::IQ4_XS)].pack_group = ref::pack_group_iq4_xs;
+    traits[slot(DType::IQ4_XS)].unpack_row = ref::unpack_row_iq4_xs;
+    traits[slot(DType::IQ4_XS)].packed_ref = ref::packed_iq4_xs;
     ref.attend = ref::attend<float>;
     ref.attend_batch = ref::attend_batch<float>;
     ref.attend_f16 = ref::attend<uint16_t>;

@@ -763,6 +763,124 @@ struct PackedQ4K {
   }
 };
 
+// iq4_xs: per super-block the 16 rows' eight 6-bit scales are unpacked
+// once into int32 lanes, and each code word vector into two of values + 128
+// (a 16-byte table, vpshufb: unsigned, so vpdpbusd takes them as they are).
+// Per sub-block and token one chain of 8 vpdpbusd starts at -128 x the
+// activations' sum over the sub-block (undoing the offset), and vpmulld
+// applies the lane's scale (the chain does not fit 16 bits: values reach
+// 241): the sub-block's exact integer dot times its scale, as PackedQ6K's
+// direct tiles do. Then one conversion and one fma per super-block and token.
+struct PackedIq4Xs {
+  static constexpr int kTile = 8;
+  using Units = Iq4XsUnits;  // two super-blocks a unit (kernels/packed_layout.h)
+  static constexpr size_t kShare = Units::group_bytes(1);  // a super-block's bytes
+
+  // Per token and super-block: -128 x the activations' sum over each sub-block.
+  struct XPrepI {
+    int32_t neg[8];
+  };
+
+  // The 16 rows' scales of sub-block s (ls - 32) in the int32 lanes.
+  static void scales(const uint8_t* q, __m512i (&ls)[8]) {
+    const __m512i lo = _mm512_loadu_si512(q + Units::kScalesL);
+    const __m512i hi =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + Units::kScalesH)));
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+    for (int s = 0; s < 8; ++s) {
+      const __m512i l = _mm512_and_si512(_mm512_srli_epi32(lo, 4 * s), m4);
+      const __m512i h = _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, 2 * s), m2), 4);
+      ls[s] = _mm512_sub_epi32(_mm512_or_si512(l, h), bias);
+    }
+  }
+
+  template <int T>
+  static void tile(const uint8_t* g, int64_t nb, const block_q8_K* const* xb, const XPrepI* const* xp,
+                   float* y, size_t y_stride) {
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    alignas(16) static constexpr uint8_t kOffset[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                        129, 141, 153, 166, 181, 197, 217, 241};
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kOffset)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = g + Units::quants(b);
+      __m512i ls[8];
+      scales(q, ls);
+      __m512i S[T];
+      for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        if (s % 2 == 0) prefetch_share<T, kShare>(g + b * kShare, s / 2);
+        __m512i lo[4], hi[4];  // elements 4w + c and 16 + 4w + c of the sub-block
+        for (int w = 0; w < 4; ++w) {
+          const __m512i v = _mm512_loadu_si512(q + 64 * (4 * s + w));
+          lo[w] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
+          hi[w] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+        for (int t = 0; t < T; ++t) {
+          const int8_t* x = xb[t][b].qs + 32 * s;
+          __m512i c0 = _mm512_set1_epi32(xp[t][b].neg[s]), c1 = _mm512_setzero_si512();
+          for (int w = 0; w < 4; ++w) {
+            c0 = dpbusd_x(c0, lo[w], x + 4 * w);
+            c1 = dpbusd_x(c1, hi[w], x + 16 + 4 * w);
+          }
+          S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_add_epi32(c0, c1), ls[s]));
+        }
+      }
+      const __m512 dw = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + Units::scales(nb, b))));
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xb[t][b].d)),
+                                 acc[t]);
+    }
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
+  }
+
+  using TileFn = void (*)(const uint8_t*, int64_t, const block_q8_K* const*, const XPrepI* const*, float*,
+                          size_t);
+  template <int... Ts>
+  static constexpr auto make_tiles(std::integer_sequence<int, Ts...>) {
+    struct Tiles {
+      TileFn f[kTile];
+    };
+    return Tiles{{&tile<Ts + 1>...}};
+  }
+
+  static void run(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
+                  int64_t n, float* y, size_t y_stride) {
+    static constexpr auto kTiles = make_tiles(std::make_integer_sequence<int, kTile>{});
+    const int64_t nb = n / kQK_K;
+    const size_t group_bytes = Units::group_bytes(nb);
+    thread_local std::vector<XPrepI> prep_all;  // every token's
+    thread_local LastInput last;
+    if (must_prepare(prep_all, last, x, x_stride, nt, nb))
+      for (int64_t t = 0; t < nt; ++t) {
+        const auto* xr = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
+        for (int64_t b = 0; b < nb; ++b)
+          for (int s = 0; s < 8; ++s)
+            prep_all[t * nb + b].neg[s] = -128 * (xr[b].bsums[2 * s] + xr[b].bsums[2 * s + 1]);
+      }
+    for (int64_t t0 = 0; t0 < nt; t0 += kTokenBlock) {
+      const int64_t tn = std::min(kTokenBlock, nt - t0);
+      const XPrepI* prep = prep_all.data() + t0 * nb;
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        const uint8_t* g = w + gi * group_bytes;
+        for (int64_t t = 0, m; t < tn; t += m) {
+          m = even_tile(tn - t, kTile);
+          const block_q8_K* xb[kTile];
+          const XPrepI* xp[kTile];
+          for (int k = 0; k < m; ++k) {
+            xb[k] = reinterpret_cast<const block_q8_K*>(x + (t0 + t + k) * x_stride);
+            xp[k] = prep + (t + k) * nb;
+          }
+          kTiles.f[m - 1](g, nb, xb, xp, y + (t0 + t) * y_stride + gi * kPackRows, y_stride);
+        }
+      }
+    }
+  }
+};
+
 // Packing (the layout of kernels/ref/packed.cpp, byte for byte), on every
 // expert a streaming store loads: 16 rows' 16-byte pieces at p, p + stride,
 // ... are transposed so that out[k] holds word k of row i in lane i. Row
@@ -1170,6 +1288,30 @@ void pack_group_q6_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* d
   }
 }
 
+// iq4_xs: the codes in 8 transposes (the block's bytes 8..135), the 16 rows'
+// scales_l, scales_h and d copied.
+void pack_group_iq4_xs(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
+  if (rows < kPackRows) return type_traits(DType::IQ4_XS).pack_group(src, src_stride, rows, dst, n);
+  using Units = Iq4XsUnits;
+  const int64_t nb = n / kQK_K;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = src + b * sizeof(block_iq4_xs);
+    uint8_t* q = dst + Units::quants(b);
+    for (int h = 0; h < 8; ++h) {
+      __m512i w[4];
+      transpose_words(blk + offsetof(block_iq4_xs, qs) + 16 * h, src_stride, w);
+      for (int k = 0; k < 4; ++k) _mm512_storeu_si512(q + 64 * (4 * h + k), w[k]);
+    }
+    uint8_t* ds = dst + Units::scales(nb, b);
+    for (int i = 0; i < kPackRows; ++i) {
+      const uint8_t* r = blk + i * src_stride;
+      std::memcpy(q + Units::kScalesL + 4 * i, r + offsetof(block_iq4_xs, scales_l), 4);
+      std::memcpy(q + Units::kScalesH + 2 * i, r + offsetof(block_iq4_xs, scales_h), 2);
+      std::memcpy(ds + 2 * i, r + offsetof(block_iq4_xs, d), 2);
+    }
+  }
+}
+
 }  // namespace
 
 void add_avx512_packed_kernels(KernelTable& t) {
@@ -1185,6 +1327,8 @@ void add_avx512_packed_kernels(KernelTable& t) {
   t.pack_group[slot(DType::Q4_K)] = pack_group_q4_K;
   t.packed[slot(DType::Q6_K)] = PackedQ6K::run;
   t.pack_group[slot(DType::Q6_K)] = pack_group_q6_K;
+  t.packed[slot(DType::IQ4_XS)] = PackedIq4Xs::run;
+  t.pack_group[slot(DType::IQ4_XS)] = pack_group_iq4_xs;
 }
 
 }  // namespace colibri

@@ -154,6 +154,36 @@ void decode_scales_k(const uint32_t (&w)[3], uint8_t (&sc)[8], uint8_t (&m)[8]) 
   }
 }
 
+// The scalar kernel over packed groups of a super-block type (Units: its
+// layout): per row and token, acc = block(q, ds, xb, i, acc) over the
+// super-blocks, q and ds the block's quants and scales in the group, xb the
+// token's q8_K block.
+template <typename Units, typename Block>
+void packed_super_blocks(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride,
+                         int64_t nt, int64_t n, float* y, size_t y_stride, Block block) {
+  const int64_t nb = n / kQK_K;
+  const size_t group_bytes = Units::group_bytes(nb);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* gw = w + g * group_bytes;
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
+      for (int i = 0; i < kRows; ++i) {
+        float acc = 0;
+        for (int64_t b = 0; b < nb; ++b)
+          acc = block(gw + Units::quants(b), gw + Units::scales(nb, b), xb[b], i, acc);
+        y[t * y_stride + g * kRows + i] = acc;
+      }
+    }
+  }
+}
+
+// fp16 d of row i at ds (+ offset).
+float row_half(const uint8_t* ds, int i) {
+  uint16_t d;
+  std::memcpy(&d, ds + 2 * i, 2);
+  return half_to_float(d);
+}
+
 }  // namespace
 
 void pack_group_q4_K(const uint8_t* src, size_t src_stride, int rows, uint8_t* dst, int64_t n) {
@@ -199,44 +229,27 @@ void unpack_row_q4_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
 
 void packed_q4_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride) {
-  const int64_t nb = n / kQK_K;
-  const size_t group_bytes = Q4KUnits::group_bytes(nb);
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* gw = w + g * group_bytes;
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
-      for (int i = 0; i < kRows; ++i) {
-        float acc = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* q = gw + Q4KUnits::quants(b);
-          const uint8_t* ds = gw + Q4KUnits::scales(nb, b);
-          uint32_t sw[3];
-          for (int w = 0; w < 3; ++w)
-            std::memcpy(&sw[w], q + Q4KUnits::kScaleWords + 64 * w + 4 * i, 4);
-          uint8_t scs[8], ms[8];
-          decode_scales_k(sw, scs, ms);
-          int32_t S = 0, M = 0;
-          for (int s = 0; s < 8; ++s) {
-            const int sc = scs[s], m = ms[s];
-            const int j = s / 2, shift = 4 * (s % 2);
-            int32_t isum = 0;
-            for (int l = 0; l < 32; ++l) {
-              const uint8_t v = q[64 * (8 * j + l / 4) + 4 * i + l % 4];
-              isum += ((v >> shift) & 0xF) * xb[b].qs[64 * j + 32 * (s % 2) + l];
-            }
-            S += sc * isum;
-            M += m * (xb[b].bsums[2 * s] + xb[b].bsums[2 * s + 1]);
+  packed_super_blocks<Q4KUnits>(
+      w, n_groups, x, x_stride, nt, n, y, y_stride,
+      [](const uint8_t* q, const uint8_t* ds, const block_q8_K& xb, int i, float acc) {
+        uint32_t sw[3];
+        for (int k = 0; k < 3; ++k) std::memcpy(&sw[k], q + Q4KUnits::kScaleWords + 64 * k + 4 * i, 4);
+        uint8_t scs[8], ms[8];
+        decode_scales_k(sw, scs, ms);
+        int32_t S = 0, M = 0;
+        for (int s = 0; s < 8; ++s) {
+          const int j = s / 2, shift = 4 * (s % 2);
+          int32_t isum = 0;
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t v = q[64 * (8 * j + l / 4) + 4 * i + l % 4];
+            isum += ((v >> shift) & 0xF) * xb.qs[64 * j + 32 * (s % 2) + l];
           }
-          uint16_t d, dmin;
-          std::memcpy(&d, ds + 2 * i, 2);
-          std::memcpy(&dmin, ds + Q4KUnits::kDmin + 2 * i, 2);
-          acc = std::fma(static_cast<float>(S), half_to_float(d) * xb[b].d, acc);
-          acc = std::fma(-static_cast<float>(M), half_to_float(dmin) * xb[b].d, acc);
+          S += scs[s] * isum;
+          M += ms[s] * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
         }
-        y[t * y_stride + g * kRows + i] = acc;
-      }
-    }
-  }
+        acc = std::fma(static_cast<float>(S), row_half(ds, i) * xb.d, acc);
+        return std::fma(-static_cast<float>(M), row_half(ds + Q4KUnits::kDmin, i) * xb.d, acc);
+      });
 }
 
 namespace {
@@ -289,40 +302,27 @@ void unpack_row_q6_K(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
 
 void packed_q6_K(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                  int64_t n, float* y, size_t y_stride) {
-  const int64_t nb = n / kQK_K;
-  const size_t group_bytes = Q6KUnits::group_bytes(nb);
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* gw = w + g * group_bytes;
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
-      for (int i = 0; i < kRows; ++i) {
-        float acc = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* q = gw + Q6KUnits::quants(b);
-          int32_t I = 0;
-          for (int j = 0; j < 16; ++j) {
-            int32_t isum = 0;
-            for (int l = 0; l < 16; ++l) {
-              // Weight e = 16 j + l: half h, field k (its 32-weight quarter of
-              // the half) and position p < 32 within it.
-              const int e = 16 * j + l, h = e / 128, k = (e % 128) / 32, p = e % 32;
-              const int word = 8 * h + p / 4, c = p % 4;
-              const uint8_t qa = q[64 * (k % 2 ? 16 + word : word) + 4 * i + c];
-              const uint8_t qh = q[64 * (32 + word) + 4 * i + c];
-              const int nib = k < 2 ? qa & 0xF : qa >> 4;
-              const int u = nib | ((qh >> (2 * k)) & 3) << 4;
-              isum += (u - 32) * xb[b].qs[e];
-            }
-            I += static_cast<int8_t>(q[Q6KUnits::kScales + 16 * j + i]) * isum;
+  packed_super_blocks<Q6KUnits>(
+      w, n_groups, x, x_stride, nt, n, y, y_stride,
+      [](const uint8_t* q, const uint8_t* ds, const block_q8_K& xb, int i, float acc) {
+        int32_t I = 0;
+        for (int j = 0; j < 16; ++j) {
+          int32_t isum = 0;
+          for (int l = 0; l < 16; ++l) {
+            // Weight e = 16 j + l: half h, field k (its 32-weight quarter of
+            // the half) and position p < 32 within it.
+            const int e = 16 * j + l, h = e / 128, k = (e % 128) / 32, p = e % 32;
+            const int word = 8 * h + p / 4, c = p % 4;
+            const uint8_t qa = q[64 * (k % 2 ? 16 + word : word) + 4 * i + c];
+            const uint8_t qh = q[64 * (32 + word) + 4 * i + c];
+            const int nib = k < 2 ? qa & 0xF : qa >> 4;
+            const int u = nib | ((qh >> (2 * k)) & 3) << 4;
+            isum += (u - 32) * xb.qs[e];
           }
-          uint16_t d;
-          std::memcpy(&d, gw + Q6KUnits::scales(nb, b) + 2 * i, 2);
-          acc = std::fma(static_cast<float>(I), half_to_float(d) * xb[b].d, acc);
+          I += static_cast<int8_t>(q[Q6KUnits::kScales + 16 * j + i]) * isum;
         }
-        y[t * y_stride + g * kRows + i] = acc;
-      }
-    }
-  }
+        return std::fma(static_cast<float>(I), row_half(ds, i) * xb.d, acc);
+      });
 }
 
 void unpack_row_q4_0(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
@@ -536,37 +536,18 @@ void unpack_row_iq4_xs(const uint8_t* group, int i, uint8_t* dst, int64_t n) {
 
 void packed_iq4_xs(const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride, int64_t nt,
                    int64_t n, float* y, size_t y_stride) {
-  const int64_t nb = n / kQK_K;
-  const size_t group_bytes = Iq4XsUnits::group_bytes(nb);
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* gw = w + g * group_bytes;
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto* xb = reinterpret_cast<const block_q8_K*>(x + t * x_stride);
-      for (int i = 0; i < kRows; ++i) {
-        float acc = 0;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* q = gw + Iq4XsUnits::quants(b);
-          block_iq4_xs blk;  // row i's scales, as the file has them
-          std::memcpy(blk.scales_l, q + Iq4XsUnits::kScalesL + 4 * i, 4);
-          std::memcpy(&blk.scales_h, q + Iq4XsUnits::kScalesH + 2 * i, 2);
-          int32_t I = 0;
-          for (int s = 0; s < 8; ++s) {
-            int32_t isum = 0;
-            for (int l = 0; l < 32; ++l) {  // element l of sub-block s: nibble l / 16 of byte l % 16
-              const int j = l % 16;
-              const uint8_t v = q[64 * (4 * s + j / 4) + 4 * i + j % 4];
-              isum += kIq4nlValues[l < 16 ? v & 0xF : v >> 4] * xb[b].qs[32 * s + l];
-            }
-            I += iq4_xs_scale(blk, s) * isum;
-          }
-          uint16_t d;
-          std::memcpy(&d, gw + Iq4XsUnits::scales(nb, b) + 2 * i, 2);
-          acc = std::fma(static_cast<float>(I), half_to_float(d) * xb[b].d, acc);
-        }
-        y[t * y_stride + g * kRows + i] = acc;
-      }
-    }
-  }
+  packed_super_blocks<Iq4XsUnits>(
+      w, n_groups, x, x_stride, nt, n, y, y_stride,
+      [](const uint8_t* q, const uint8_t* ds, const block_q8_K& xb, int i, float acc) {
+        block_iq4_xs blk;  // row i's scales, as the file has them
+        std::memcpy(blk.scales_l, q + Iq4XsUnits::kScalesL + 4 * i, 4);
+        std::memcpy(&blk.scales_h, q + Iq4XsUnits::kScalesH + 2 * i, 2);
+        int32_t I = 0;
+        for (int s = 0; s < 8; ++s)  // sub-block s: words 4 s .. 4 s + 3, laid out as one IQ4_NL block's
+          I += iq4_xs_scale(blk, s) *
+               nibble_isum(q + 64 * 4 * s, i, xb.qs + 32 * s, [](int c) { return kIq4nlValues[c]; });
+        return std::fma(static_cast<float>(I), row_half(ds, i) * xb.d, acc);
+      });
 }
 
 }  // namespace colibri::ref

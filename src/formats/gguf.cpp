@@ -144,26 +144,17 @@ GgufValue decode_element(GgufType t, const uint8_t* p) {
 }
 
 // Names of ggml tensor types the dtype table does not carry, so that a file
-// using one is refused by name ("iq2_xxs") rather than by number alone.
+// using one is refused by name ("tq1_0") rather than by number alone.
 const char* ggml_type_name(uint32_t id) {
   if (const DTypeInfo* info = dtype_info(id)) return info->name;
   switch (id) {
     case 4: return "q4_2 (removed from ggml)";
     case 5: return "q4_3 (removed from ggml)";
-    case 16: return "iq2_xxs";
-    case 17: return "iq2_xs";
-    case 18: return "iq3_xxs";
-    case 19:
-      return "iq1_s";
-    case 21: return "iq3_s";
-    case 22:
-      return "iq2_s";
     case 24: return "i8";
     case 25: return "i16";
     case 26: return "i32";
     case 27: return "i64";
     case 28: return "f64";
-    case 29: return "iq1_m";
     case 31: return "q4_0_4_4 (removed from ggml)";
     case 32: return "q4_0_4_8 (removed from ggml)";
     case 33: return "q4_0_8_8 (removed from ggml)";

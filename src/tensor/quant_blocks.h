@@ -132,6 +132,84 @@ inline void iq4_xs_set_scale(block_iq4_xs& b, int ib, int l) {
   b.scales_h = static_cast<uint16_t>((b.scales_h & ~(3 << (2 * ib))) | ((ls >> 4) << (2 * ib)));
 }
 
+// The IQ1, IQ2 and IQ3 types: each group of 8 (IQ1, IQ2) or 4 (IQ3) weights
+// is an index into a codebook of points (tensor/iq_grids.h), the IQ2 and IQ3
+// points unsigned, their signs beside them: 7 bits a group of 8, the eighth
+// sign making the count of minus signs even (iq2_signs). ls below is a
+// sub-block scale field, db = d * (2 ls + 1).
+//
+// IQ2_XXS: 8 sub-blocks of 32; sub-block ib is the two 32-bit words qs[4 ib ..
+// 4 ib + 3]: the first holds four 8-bit indices into the 256-point grid, the
+// second four 7-bit sign fields and ls in its top 4 bits; x = db / 8 * grid.
+struct block_iq2_xxs {
+  uint16_t d;
+  uint16_t qs[kQK_K / 8];
+};
+// IQ2_XS: per group of 8 a 16-bit word (9-bit index into the 512-point grid,
+// 7-bit signs); scales[ib] holds the 4-bit ls of sub-block ib's two halves of
+// 16 (low nibble first); x = db / 8 * grid.
+struct block_iq2_xs {
+  uint16_t d;
+  uint16_t qs[kQK_K / 8];
+  uint8_t scales[kQK_K / 32];
+};
+// IQ2_S: 10-bit indices into the 1024-point grid (low 8 bits in qs[0..31],
+// the high 2 bits of group l of sub-block ib at bit 2 l of qh[ib]), the eight
+// signs of each group as a whole byte in qs[32..63], scales as IQ2_XS's.
+struct block_iq2_s {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t scales[kQK_K / 32];
+};
+// IQ3_XXS: 8-bit indices into the 256-point grid of 4 in qs[0..63], then a
+// 32-bit word per sub-block as IQ2_XXS's second one; x = db / 4 * grid.
+struct block_iq3_xxs {
+  uint16_t d;
+  uint8_t qs[3 * kQK_K / 8];
+};
+// IQ3_S: 9-bit indices into the 512-point grid of 4 (low 8 bits in qs, the
+// ninth bit of index k of sub-block ib at bit k of qh[ib]), whole sign bytes,
+// a 4-bit ls per sub-block in scales (two a byte); x = d (2 ls + 1) grid.
+struct block_iq3_s {
+  uint16_t d;
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t signs[kQK_K / 8];
+  uint8_t scales[kQK_K / 64];
+};
+// IQ1_S: 11-bit indices into the 2048-point grid of 8 values in -1..1 (low 8
+// bits in qs, 3 high bits of group l at bit 3 l of qh[ib]); qh[ib] bits 12..14
+// hold ls, bit 15 the sign of the shift: x = db * (grid + delta), delta =
+// +-kIq1Delta.
+struct block_iq1_s {
+  uint16_t d;
+  uint8_t qs[kQK_K / 8];
+  uint16_t qh[kQK_K / 32];
+};
+// IQ1_M: the IQ1_S grid with its index bits in qs and the low 3 bits of each
+// nibble of qh (bit 3 of the nibble: the sign of that group's shift); a 3-bit
+// ls for each 16 weights in scales, and the fp16 d spread over the top
+// nibbles of the four 16-bit scale words (iq1_m_d).
+struct block_iq1_m {
+  uint8_t qs[kQK_K / 8];
+  uint8_t qh[kQK_K / 16];
+  uint8_t scales[kQK_K / 32];
+};
+inline constexpr float kIq1Delta = 0.125f;
+// The sign byte of 7-bit field i: bit 7 set where i has an odd count of ones.
+constexpr uint8_t iq2_signs(uint32_t i) {
+  return static_cast<uint8_t>((i & 127) | ((std::popcount(i & 127) & 1) << 7));
+}
+// The 16-bit scale words of an IQ1_M block, and its d.
+inline void iq1_m_scale_words(const block_iq1_m& b, uint16_t sc[4]) {
+  for (int i = 0; i < 4; ++i) sc[i] = static_cast<uint16_t>(b.scales[2 * i] | (b.scales[2 * i + 1] << 8));
+}
+inline uint16_t iq1_m_d(const uint16_t sc[4]) {
+  return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) |
+                               (sc[3] & 0xF000));
+}
+
 // 2^(e - 128) exactly, built from its bits (ggml's GGML_E8M0_TO_FP32_HALF):
 // e = 0 and 1 are the denormals 2^-128 and 2^-127, e = 255 gives 2^127 (E8M0's
 // NaN code is not treated specially, as in ggml).
@@ -161,6 +239,13 @@ static_assert(sizeof(block_q8_K) == 292);
 static_assert(sizeof(block_mxfp4) == 17);
 static_assert(sizeof(block_iq4_nl) == 18);
 static_assert(sizeof(block_iq4_xs) == 136);
+static_assert(sizeof(block_iq2_xxs) == 66);
+static_assert(sizeof(block_iq2_xs) == 74);
+static_assert(sizeof(block_iq2_s) == 82);
+static_assert(sizeof(block_iq3_xxs) == 98);
+static_assert(sizeof(block_iq3_s) == 110);
+static_assert(sizeof(block_iq1_s) == 50);
+static_assert(sizeof(block_iq1_m) == 56);
 
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K/q5_K block: bytes
 // 0..3 hold scales 0..3 (low 6 bits), 4..7 mins 0..3; 8..11 hold the low

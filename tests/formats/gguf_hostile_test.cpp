@@ -233,7 +233,7 @@ TEST(GgufHostile, UnknownAndUnsupportedTensorTypes) {
     uint32_t id;
     const char* name;
   };
-  for (Case c : {Case{99, "unknown"}, Case{16, "iq2_xxs"}, Case{18, "iq3_xxs"}, Case{19, "iq1_s"},
+  for (Case c : {Case{99, "unknown"}, Case{34, "tq1_0"}, Case{35, "tq2_0"}, Case{41, "q1_0"},
                  Case{40, "nvfp4"}, Case{15, "q8_K"}, Case{4, "q4_2"}}) {
     Model m;
     patch<uint32_t>(m.bytes, m.l.tensors[1].type, c.id);

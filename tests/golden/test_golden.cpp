@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kGolden = fs::path(COLIBRI_SHARED_DIR) / "golden";
-// The types ../shared/golden lacks (IQ4_NL, IQ4_XS), from its float models.
+// The types ../shared/golden lacks (the IQ types), from its float models.
 const fs::path kRepoGolden = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
 
 struct Tolerance {
@@ -236,8 +236,8 @@ TEST(GoldenPresence, SharedDataAvailable) {
 }
 
 TEST(GoldenPresence, RepoDataAvailable) {
-  EXPECT_EQ(golden_params(kRepoGolden).size(), 2u + 2u)
-      << "expected 2 models and 2 dequant references";
+  EXPECT_EQ(golden_params(kRepoGolden).size(), 4u + 4u)
+      << "expected 4 models and 4 dequant references";
 }
 
 // llama2.c's run.c greedy output from the empty prompt, for the dense model

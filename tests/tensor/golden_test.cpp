@@ -76,15 +76,15 @@ uint64_t fnv1a64(const float* v, size_t n, uint64_t h) {
 // tests/data/golden/NAME.dequant-f32.fnv.json holds, per tensor of NAME.gguf,
 // the hash of the F32 values llama-quantize wrote when it dequantized the file
 // (make_golden.sh): every tensor, whatever its type, must dequantize to those
-// bits here, so a nibble order, a scale's bit field or the IQ4 value table
-// that differed from llama.cpp's in a single element fails.
+// bits here, so a nibble order, a scale's bit field, the IQ4 value table or a
+// codebook point that differed from llama.cpp's in a single element fails.
 TEST(Golden, RepoModelsDequantizeToLlamaCppsBits) {
   const fs::path dir = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
   std::vector<fs::path> refs;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().string().ends_with(".dequant-f32.fnv.json")) refs.push_back(e.path());
   std::sort(refs.begin(), refs.end());
-  ASSERT_EQ(refs.size(), 2u);
+  ASSERT_EQ(refs.size(), 4u);
   std::set<std::string> types;
   for (const fs::path& ref : refs) {
     std::ifstream in(ref);
@@ -113,7 +113,8 @@ TEST(Golden, RepoModelsDequantizeToLlamaCppsBits) {
       types.insert(dtype_name(t.type));
     }
   }
-  EXPECT_TRUE(types.count("iq4_nl") && types.count("iq4_xs"));
+  for (const char* t : {"iq4_nl", "iq4_xs", "iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s"})
+    EXPECT_TRUE(types.count(t)) << t;
 }
 
 // Quantizes every tensor of `quant` of a type in `types` from the same tensor

@@ -18,7 +18,9 @@ namespace colibri::testing {
 inline constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,   DType::BF16,   DType::Q4_0,
                                          DType::Q4_1, DType::Q5_0,  DType::Q5_1,   DType::Q8_0,
                                          DType::Q2_K, DType::Q3_K,  DType::Q4_K,   DType::Q5_K,
-                                         DType::Q6_K, DType::MXFP4, DType::IQ4_NL, DType::IQ4_XS};
+                                         DType::Q6_K, DType::MXFP4, DType::IQ4_NL, DType::IQ4_XS,
+                                         DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+                                         DType::IQ3_S, DType::IQ1_S, DType::IQ1_M};
 
 // How the block scales of random weights are chosen.
 enum class Scales { kTypical, kLarge };
@@ -123,6 +125,34 @@ inline std::vector<uint8_t> random_weights(DType t, int64_t n, std::mt19937& rng
     case DType::IQ4_XS:  // values up to 127 x 32 times d
       for (int64_t i = 0; i < nb; ++i)
         set_half(&reinterpret_cast<block_iq4_xs*>(buf.data())[i].d, sgn() * sc() / 256);
+      break;
+    // The codebook types: largest values 43 x 31 / 8 (IQ2), 62 x 31 / 4 and
+    // 15 x 31 (IQ3), 1.125 x 15 (IQ1) times d.
+    case DType::IQ2_XXS:
+      for (int64_t i = 0; i < nb; ++i) set_half(&reinterpret_cast<block_iq2_xxs*>(buf.data())[i].d, sgn() * sc() / 128);
+      break;
+    case DType::IQ2_XS:
+      for (int64_t i = 0; i < nb; ++i) set_half(&reinterpret_cast<block_iq2_xs*>(buf.data())[i].d, sgn() * sc() / 128);
+      break;
+    case DType::IQ2_S:
+      for (int64_t i = 0; i < nb; ++i) set_half(&reinterpret_cast<block_iq2_s*>(buf.data())[i].d, sgn() * sc() / 128);
+      break;
+    case DType::IQ3_XXS:
+      for (int64_t i = 0; i < nb; ++i) set_half(&reinterpret_cast<block_iq3_xxs*>(buf.data())[i].d, sgn() * sc() / 256);
+      break;
+    case DType::IQ3_S:
+      for (int64_t i = 0; i < nb; ++i) set_half(&reinterpret_cast<block_iq3_s*>(buf.data())[i].d, sgn() * sc() / 256);
+      break;
+    case DType::IQ1_S:
+      for (int64_t i = 0; i < nb; ++i) set_half(&reinterpret_cast<block_iq1_s*>(buf.data())[i].d, sgn() * sc() / 16);
+      break;
+    case DType::IQ1_M:  // d's 16 bits in the top nibbles of the four scale words
+      for (int64_t i = 0; i < nb; ++i) {
+        auto& b = reinterpret_cast<block_iq1_m*>(buf.data())[i];
+        const uint16_t h = float_to_half(sgn() * sc() / 16);
+        for (int k = 0; k < 4; ++k)
+          b.scales[2 * k + 1] = static_cast<uint8_t>((b.scales[2 * k + 1] & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
+      }
       break;
     default:
       break;

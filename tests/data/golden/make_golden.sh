@@ -18,9 +18,17 @@ quantize=$llama/build/bin/llama-quantize
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# name  source model in shared/golden  llama-quantize file type
-while read -r name src ftype; do
-  "$quantize" "$shared/golden/$src.gguf" "$out/$name.gguf" "$ftype" >/dev/null 2>&1
+# The IQ1, IQ2 and IQ3 types need an importance matrix: llama-imatrix's, from
+# the start of shared/data/text/war-and-peace.txt, one thread.
+head -c 60000 "$shared/data/text/war-and-peace.txt" > "$tmp/text.txt"
+"$llama/build/bin/llama-imatrix" -m "$shared/golden/qwen3moe-h256-f16.gguf" -f "$tmp/text.txt" \
+  -o "$tmp/imatrix.gguf" -c 128 --chunks 40 -t 1 >/dev/null 2>&1
+
+# name  source model in shared/golden  llama-quantize file type  [its options]
+while read -r name src ftype options; do
+  options=${options//IMATRIX/$tmp/imatrix.gguf}
+  # shellcheck disable=SC2086 # the options are words
+  "$quantize" $options "$shared/golden/$src.gguf" "$out/$name.gguf" "$ftype" >/dev/null 2>&1
   "$dump" "$out/$name.gguf" "$out/$name.json" >/dev/null
   "$quantize" --allow-requantize "$out/$name.gguf" "$tmp/$name-f32.gguf" F32 >/dev/null 2>&1
   "$dump" "$tmp/$name-f32.gguf" "$out/$name.dequant-f32.json" --model-name "$name.gguf" \
@@ -44,4 +52,6 @@ PY
 done <<'LIST'
 qwen3moe-h256-iq4_xs qwen3moe-h256-f16 IQ4_XS
 deepseek-v3-iq4_nl deepseek-v3-f32 IQ4_NL
+qwen3moe-h256-iq1_s qwen3moe-h256-f16 IQ1_S --imatrix IMATRIX --tensor-type ffn_down_exps=iq1_m
+qwen3moe-h256-iq3_xxs qwen3moe-h256-f16 IQ3_XXS --imatrix IMATRIX --tensor-type ffn_down_exps=iq2_xs
 LIST

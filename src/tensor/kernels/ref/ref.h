@@ -27,6 +27,13 @@ void dequantize_q8_K(const void* src, float* dst, int64_t n);
 void dequantize_mxfp4(const void* src, float* dst, int64_t n);
 void dequantize_iq4_nl(const void* src, float* dst, int64_t n);
 void dequantize_iq4_xs(const void* src, float* dst, int64_t n);
+void dequantize_iq2_xxs(const void* src, float* dst, int64_t n);
+void dequantize_iq2_xs(const void* src, float* dst, int64_t n);
+void dequantize_iq2_s(const void* src, float* dst, int64_t n);
+void dequantize_iq3_xxs(const void* src, float* dst, int64_t n);
+void dequantize_iq3_s(const void* src, float* dst, int64_t n);
+void dequantize_iq1_s(const void* src, float* dst, int64_t n);
+void dequantize_iq1_m(const void* src, float* dst, int64_t n);
 
 // Activation quantizers (F32 -> the vec_dot types).
 void quantize_f32(const float* src, void* dst, int64_t n);
@@ -70,6 +77,14 @@ float dot_q5_1(const void* w, const void* x, int64_t n);  // x: q8_1
 float dot_mxfp4(const void* w, const void* x, int64_t n);  // x: q8_0
 float dot_iq4_nl(const void* w, const void* x, int64_t n);  // x: q8_0
 float dot_iq4_xs(const void* w, const void* x, int64_t n);  // x: q8_K
+// The codebook types (iq_grid.cpp), x: q8_K.
+float dot_iq2_xxs(const void* w, const void* x, int64_t n);
+float dot_iq2_xs(const void* w, const void* x, int64_t n);
+float dot_iq2_s(const void* w, const void* x, int64_t n);
+float dot_iq3_xxs(const void* w, const void* x, int64_t n);
+float dot_iq3_s(const void* w, const void* x, int64_t n);
+float dot_iq1_s(const void* w, const void* x, int64_t n);
+float dot_iq1_m(const void* w, const void* x, int64_t n);
 float dot_q2_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q3_K(const void* w, const void* x, int64_t n);  // x: q8_K
 float dot_q4_K(const void* w, const void* x, int64_t n);  // x: q8_K

@@ -50,6 +50,13 @@ constexpr TraitsRow kRows[] = {
      ref::quantize_weights_iq4_nl},
     {DType::IQ4_XS, ref::dequantize_iq4_xs, DType::Q8_K, ref::dot_iq4_xs, nullptr,
      ref::quantize_weights_iq4_xs},
+    {DType::IQ2_XXS, ref::dequantize_iq2_xxs, DType::Q8_K, ref::dot_iq2_xxs, nullptr, nullptr},
+    {DType::IQ2_XS, ref::dequantize_iq2_xs, DType::Q8_K, ref::dot_iq2_xs, nullptr, nullptr},
+    {DType::IQ2_S, ref::dequantize_iq2_s, DType::Q8_K, ref::dot_iq2_s, nullptr, nullptr},
+    {DType::IQ3_XXS, ref::dequantize_iq3_xxs, DType::Q8_K, ref::dot_iq3_xxs, nullptr, nullptr},
+    {DType::IQ3_S, ref::dequantize_iq3_s, DType::Q8_K, ref::dot_iq3_s, nullptr, nullptr},
+    {DType::IQ1_S, ref::dequantize_iq1_s, DType::Q8_K, ref::dot_iq1_s, nullptr, nullptr},
+    {DType::IQ1_M, ref::dequantize_iq1_m, DType::Q8_K, ref::dot_iq1_m, nullptr, nullptr},
 };
 
 struct Tables {

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "tensor/half.h"
+#include "tensor/iq_grids.h"
 #include "tensor/kernels/kernel_table.h"
 #include "tensor/kv_row.h"
 #include "tensor/quant_blocks.h"
@@ -85,15 +86,18 @@ inline __m256i nibbles_32(const uint8_t* p) {
 }
 
 // 32 bits -> 32 bytes, 0xFF where the bit is set.
-inline __m256i bits_32(const uint8_t* p) {
-  uint32_t bits;
-  std::memcpy(&bits, p, 4);
+inline __m256i bits_32(uint32_t bits) {
   const __m256i spread =
       _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
                           _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
                                              0x0202020202020202, 0x0303030303030303));
   const __m256i mask = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+}
+inline __m256i bits_32(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  return bits_32(bits);
 }
 
 inline __m256i load32(const void* p) {
@@ -218,6 +222,211 @@ float dot_iq4_xs(const void* w, const void* xv, int64_t n) {
     acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
   }
   return hsum(acc);
+}
+
+// ---- the codebook i-quants: a group's point bytes gathered from the grid,
+// the activations carrying the points' signs, per-block integer sums exact as
+// the reference's and its float expression on them, block after block ----
+
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The sign bytes of four 7-bit fields (a 32-bit word's low 28 bits).
+inline uint32_t iq2_sign_word(uint32_t fields) {
+  static constexpr auto kSigns = [] {
+    std::array<uint8_t, 128> t{};
+    for (uint32_t i = 0; i < 128; ++i) t[i] = iq2_signs(i);
+    return t;
+  }();
+  return kSigns[fields & 127] | (kSigns[(fields >> 7) & 127] << 8) | (kSigns[(fields >> 14) & 127] << 16) |
+         (static_cast<uint32_t>(kSigns[(fields >> 21) & 127]) << 24);
+}
+
+// q8 with lane j negated where bit j of `signs` is set.
+inline __m256i signed_q8(const int8_t* q8, uint32_t signs) {
+  return _mm256_sign_epi8(load32(q8), _mm256_or_si256(bits_32(signs), _mm256_set1_epi8(1)));
+}
+
+inline __m256i points8_32(const uint64_t* g, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+  return _mm256_setr_epi64x(static_cast<int64_t>(g[i0]), static_cast<int64_t>(g[i1]), static_cast<int64_t>(g[i2]),
+                            static_cast<int64_t>(g[i3]));
+}
+inline __m256i points4_32(const uint32_t* g, const uint32_t* i) {
+  return _mm256_setr_epi32(static_cast<int>(g[i[0]]), static_cast<int>(g[i[1]]), static_cast<int>(g[i[2]]),
+                           static_cast<int>(g[i[3]]), static_cast<int>(g[i[4]]), static_cast<int>(g[i[5]]),
+                           static_cast<int>(g[i[6]]), static_cast<int>(g[i[7]]));
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4E));
+  r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xB1));
+  return _mm_cvtsi128_si32(r);
+}
+
+inline __m256i set16(int v) {
+  return _mm256_set1_epi16(static_cast<int16_t>(v));
+}
+
+float dot_iq2_xxs(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq2_xxs*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint64_t* grid = iq_grids().iq2xxs;
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint32_t idx = load_u32(x[i].qs + 4 * ib), sg = load_u32(x[i].qs + 4 * ib + 2);
+      const __m256i p = points8_32(grid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24);
+      isum = dot_u8s8_scaled(isum, p, signed_q8(y[i].qs + kQK * ib, iq2_sign_word(sg)),
+                             set16(2 * static_cast<int>(sg >> 28) + 1));
+    }
+    sumf += h2f(x[i].d) * y[i].d * static_cast<float>(hsum_i32(isum));
+  }
+  return 0.125f * sumf;
+}
+
+// IQ2_XS and IQ2_S: a scale for each 16.
+template <typename Block>
+inline __m256i iq2_scales(const Block& b, int ib) {
+  return scales_pair(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
+}
+
+float dot_iq2_xs(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq2_xs*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint64_t* grid = iq_grids().iq2xs;
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint16_t* q = x[i].qs + 4 * ib;
+      const __m256i p = points8_32(grid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511);
+      const uint32_t fields = (q[0] >> 9) | ((q[1] >> 9) << 7) | ((q[2] >> 9) << 14) | ((q[3] >> 9) << 21);
+      isum = dot_u8s8_scaled(isum, p, signed_q8(y[i].qs + kQK * ib, iq2_sign_word(fields)), iq2_scales(x[i], ib));
+    }
+    sumf += h2f(x[i].d) * y[i].d * static_cast<float>(hsum_i32(isum));
+  }
+  return 0.125f * sumf;
+}
+
+float dot_iq2_s(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq2_s*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint64_t* grid = iq_grids().iq2s;
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = x[i].qs + 4 * ib;
+      const uint32_t qh = x[i].qh[ib];
+      const __m256i p = points8_32(grid, qs[0] | ((qh << 8) & 0x300), qs[1] | ((qh << 6) & 0x300),
+                                   qs[2] | ((qh << 4) & 0x300), qs[3] | ((qh << 2) & 0x300));
+      isum = dot_u8s8_scaled(isum, p, signed_q8(y[i].qs + kQK * ib, load_u32(x[i].qs + kQK_K / 8 + 4 * ib)),
+                             iq2_scales(x[i], ib));
+    }
+    sumf += h2f(x[i].d) * y[i].d * static_cast<float>(hsum_i32(isum));
+  }
+  return 0.125f * sumf;
+}
+
+float dot_iq3_xxs(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq3_xxs*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint32_t* grid = iq_grids().iq3xxs;
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = x[i].qs + 8 * ib;
+      const uint32_t idx[8] = {qs[0], qs[1], qs[2], qs[3], qs[4], qs[5], qs[6], qs[7]};
+      const uint32_t sg = load_u32(x[i].qs + kQK_K / 4 + 4 * ib);
+      isum = dot_u8s8_scaled(isum, points4_32(grid, idx), signed_q8(y[i].qs + kQK * ib, iq2_sign_word(sg)),
+                             set16(2 * static_cast<int>(sg >> 28) + 1));
+    }
+    sumf += h2f(x[i].d) * y[i].d * static_cast<float>(hsum_i32(isum));
+  }
+  return 0.25f * sumf;
+}
+
+float dot_iq3_s(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq3_s*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint32_t* grid = iq_grids().iq3s;
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = x[i].qs + 8 * ib;
+      const uint32_t qh = x[i].qh[ib];
+      uint32_t idx[8];
+      for (int k = 0; k < 8; ++k) idx[k] = qs[k] | (((qh >> k) & 1) << 8);
+      const int ls = (x[i].scales[ib / 2] >> (4 * (ib % 2))) & 0xF;
+      isum = dot_u8s8_scaled(isum, points4_32(grid, idx), signed_q8(y[i].qs + kQK * ib, load_u32(x[i].signs + 4 * ib)),
+                             set16(2 * ls + 1));
+    }
+    sumf += h2f(x[i].d) * y[i].d * static_cast<float>(hsum_i32(isum));
+  }
+  return sumf;
+}
+
+// IQ1: the points' -1, 0, 1 applied to the activations as signs, summed
+// against ones.
+float dot_iq1_s(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq1_s*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint64_t* grid = iq_grids().iq1s;
+  const __m256i ones = _mm256_set1_epi8(1);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i isum = _mm256_setzero_si256();
+    int sumi1 = 0;
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = x[i].qs + 4 * ib;
+      const uint32_t qh = x[i].qh[ib];
+      const __m256i p = points8_32(grid, qs[0] | ((qh << 8) & 0x700), qs[1] | ((qh << 5) & 0x700),
+                                   qs[2] | ((qh << 2) & 0x700), qs[3] | ((qh >> 1) & 0x700));
+      const int ls = 2 * static_cast<int>((qh >> 12) & 7) + 1;
+      isum = dot_u8s8_scaled(isum, ones, _mm256_sign_epi8(load32(y[i].qs + kQK * ib), p), set16(ls));
+      const int bs = y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1];
+      sumi1 += qh & 0x8000 ? -ls * bs : ls * bs;
+    }
+    sumf += h2f(x[i].d) * y[i].d * (static_cast<float>(hsum_i32(isum)) + kIq1Delta * static_cast<float>(sumi1));
+  }
+  return sumf;
+}
+
+float dot_iq1_m(const void* w, const void* xv, int64_t n) {
+  const auto* x = static_cast<const block_iq1_m*>(w);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint64_t* grid = iq_grids().iq1s;
+  const __m256i ones = _mm256_set1_epi8(1);
+  float sumf = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint16_t sc[4];
+    iq1_m_scale_words(x[i], sc);
+    __m256i isum1 = _mm256_setzero_si256(), isum2 = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = x[i].qs + 4 * ib;
+      const uint32_t h0 = x[i].qh[2 * ib], h1 = x[i].qh[2 * ib + 1];
+      const __m256i p = points8_32(grid, qs[0] | ((h0 << 8) & 0x700), qs[1] | ((h0 << 4) & 0x700),
+                                   qs[2] | ((h1 << 8) & 0x700), qs[3] | ((h1 << 4) & 0x700));
+      const int s = sc[ib / 2] >> (6 * (ib % 2));
+      const __m256i ls = scales_pair(2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1);
+      const __m256i q8 = load32(y[i].qs + kQK * ib);
+      // Each group's shift sign as a whole byte of signs.
+      const uint32_t minus = (h0 & 0x08 ? 0xFFu : 0) | (h0 & 0x80 ? 0xFF00u : 0) | (h1 & 0x08 ? 0xFF0000u : 0) |
+                             (h1 & 0x80 ? 0xFF000000u : 0);
+      isum1 = dot_u8s8_scaled(isum1, ones, _mm256_sign_epi8(q8, p), ls);
+      isum2 = dot_u8s8_scaled(isum2, ones, signed_q8(y[i].qs + kQK * ib, minus), ls);
+    }
+    sumf += h2f(iq1_m_d(sc)) * y[i].d *
+            (static_cast<float>(hsum_i32(isum1)) + kIq1Delta * static_cast<float>(hsum_i32(isum2)));
+  }
+  return sumf;
 }
 
 float dot_q4_1(const void* w, const void* xv, int64_t n) {
@@ -937,6 +1146,13 @@ void add_common_x86_kernels(KernelTable& t) {
   t.dot[slot(DType::Q6_K)] = dot_q6_K;
   t.dot[slot(DType::IQ4_NL)] = dot_iq4_nl;
   t.dot[slot(DType::IQ4_XS)] = dot_iq4_xs;
+  t.dot[slot(DType::IQ2_XXS)] = dot_iq2_xxs;
+  t.dot[slot(DType::IQ2_XS)] = dot_iq2_xs;
+  t.dot[slot(DType::IQ2_S)] = dot_iq2_s;
+  t.dot[slot(DType::IQ3_XXS)] = dot_iq3_xxs;
+  t.dot[slot(DType::IQ3_S)] = dot_iq3_s;
+  t.dot[slot(DType::IQ1_S)] = dot_iq1_s;
+  t.dot[slot(DType::IQ1_M)] = dot_iq1_m;
   t.quantize[slot(DType::F16)] = quantize_f16;
   t.quantize[slot(DType::BF16)] = quantize_bf16;
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0;

@@ -1,6 +1,6 @@
 // The type llama-quantize gives each tensor of a model for a file type
 // (llama_tensor_get_type without an importance matrix or per-tensor
-// overrides), for the files colibri writes: synth's random models and
+// overrides; for the IQ1-IQ3 file types, with one), for the files colibri writes: synth's random models and
 // convert's quantized ones. Decided by the tensor's name as llama-quantize
 // decides it: output.weight (or a tied token_embd) Q6_K, more bits for
 // attn_v and ffn_down in some layers, Q8_0 attn_k/attn_v and Q5_K
@@ -16,7 +16,25 @@
 
 namespace colibri {
 
-enum class QuantMix { kQ8_0, kQ4_0, kQ4_K_M, kQ5_K_M, kQ6_K, kIQ4_NL, kIQ4_XS, kMXFP4_MOE };
+enum class QuantMix {
+  kQ8_0,
+  kQ4_0,
+  kQ4_K_M,
+  kQ5_K_M,
+  kQ6_K,
+  kIQ4_NL,
+  kIQ4_XS,
+  kMXFP4_MOE,
+  // The codebook i-quants, which llama-quantize writes only with an importance
+  // matrix: their rules are the ones it applies with one.
+  kIQ1_S,
+  kIQ1_M,
+  kIQ2_XXS,
+  kIQ2_XS,
+  kIQ2_S,
+  kIQ2_M,
+  kIQ3_XXS,
+};
 
 // "q4_k_m", "iq4_xs", ... as llama-quantize names them (lower case).
 std::optional<QuantMix> parse_quant_mix(std::string_view name);

@@ -128,7 +128,23 @@ std::vector<const SynthShape*> synth_shapes();
 // The file types llama-quantize names (general.file_type). MXFP4_MOE: the
 // routed experts in MXFP4, every other matrix in Q8_0 (GPT-OSS's release).
 // IQ4_NL, IQ4_XS: the mixes llama-quantize writes without an importance matrix.
-enum class SynthType { kF32, kF16, kQ8_0, kQ4_0, kQ4_K_M, kMXFP4_MOE, kIQ4_NL, kIQ4_XS };
+enum class SynthType {
+  kF32,
+  kF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_K_M,
+  kMXFP4_MOE,
+  kIQ4_NL,
+  kIQ4_XS,
+  kIQ1_S,
+  kIQ1_M,
+  kIQ2_XXS,
+  kIQ2_XS,
+  kIQ2_S,
+  kIQ2_M,
+  kIQ3_XXS
+};
 std::optional<SynthType> parse_synth_type(std::string_view name);
 const char* synth_type_name(SynthType t);
 // The llama-quantize file type a quantized SynthType writes; nullopt for F32, F16.

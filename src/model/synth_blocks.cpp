@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "tensor/half.h"
+#include "tensor/iq_grids.h"
 #include "tensor/quant_blocks.h"
 
 namespace colibri::synth {
@@ -28,6 +29,94 @@ uint64_t hash_name(std::string_view s) {
 
 namespace {
 uint16_t h(float f) { return float_to_half(f); }
+}  // namespace
+
+namespace {
+
+// Mean square of a codebook's point values.
+template <typename Word, int N>
+float grid_mean_square(const Word (&grid)[N], bool is_signed) {
+  double s = 0;
+  for (const Word& w : grid) {
+    uint8_t b[sizeof(Word)];
+    std::memcpy(b, &w, sizeof b);
+    for (uint8_t v : b) {
+      const double x = is_signed ? static_cast<int8_t>(v) : v;
+      s += x * x;
+    }
+  }
+  return static_cast<float>(s / (N * sizeof(Word)));
+}
+
+// The codebook types: random point indices and signs, every scale field at a
+// fixed value L (the block's spread comes from its points), d of either sign
+// so that the values' variance is sigma^2: E = (scale factor)^2 E[g^2], the
+// IQ1 points shifted by +-1/8 (E[(g + delta)^2] = E[g^2] + 1/64). No value
+// is 0, so zero0 zeroes the row's first super-block (d = 0) and scales the
+// others' d by sqrt(nb / (nb - 1)) to keep the row's variance; a row of one
+// super-block is left as drawn.
+void iq_random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t nb, bool zero0) {
+  const IqGrids& g = iq_grids();
+  zero0 = zero0 && nb > 1;
+  if (zero0) sigma *= std::sqrt(static_cast<float>(nb) / static_cast<float>(nb - 1));
+  const size_t bytes = dtype_info(t).block_bytes;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* blk = dst + i * bytes;
+    rng.bytes(blk, bytes);
+    const float sign = rng.next() & 1 ? -1.0f : 1.0f;
+    float e = 0;
+    switch (t) {
+      case DType::IQ2_XXS: {  // ls = 7 in each sub-block's second word: (2 ls + 1) / 8
+        auto* b = reinterpret_cast<block_iq2_xxs*>(blk);
+        for (int ib = 0; ib < kQK_K / kQK; ++ib) b->qs[4 * ib + 3] = static_cast<uint16_t>((b->qs[4 * ib + 3] & 0x0FFF) | 0x7000);
+        e = 1.875f * 1.875f * grid_mean_square(g.iq2xxs, false);
+        break;
+      }
+      case DType::IQ2_XS:
+        std::memset(reinterpret_cast<block_iq2_xs*>(blk)->scales, 0x77, kQK_K / kQK);
+        e = 1.875f * 1.875f * grid_mean_square(g.iq2xs, false);
+        break;
+      case DType::IQ2_S:
+        std::memset(reinterpret_cast<block_iq2_s*>(blk)->scales, 0x77, kQK_K / kQK);
+        e = 1.875f * 1.875f * grid_mean_square(g.iq2s, false);
+        break;
+      case DType::IQ3_XXS: {  // (2 ls + 1) / 4
+        auto* b = reinterpret_cast<block_iq3_xxs*>(blk);
+        for (int ib = 0; ib < kQK_K / kQK; ++ib)
+          b->qs[kQK_K / 4 + 4 * ib + 3] = static_cast<uint8_t>((b->qs[kQK_K / 4 + 4 * ib + 3] & 0x0F) | 0x70);
+        e = 3.75f * 3.75f * grid_mean_square(g.iq3xxs, false);
+        break;
+      }
+      case DType::IQ3_S:  // 2 ls + 1
+        std::memset(reinterpret_cast<block_iq3_s*>(blk)->scales, 0x77, kQK_K / 64);
+        e = 15.0f * 15.0f * grid_mean_square(g.iq3s, false);
+        break;
+      case DType::IQ1_S: {
+        auto* b = reinterpret_cast<block_iq1_s*>(blk);
+        for (uint16_t& qh : b->qh) qh = static_cast<uint16_t>((qh & 0x8FFF) | 0x7000);
+        e = 15.0f * 15.0f * (grid_mean_square(g.iq1s, true) + 1.0f / 64);
+        break;
+      }
+      case DType::IQ1_M:  // ls = 3 for every 16: 7; d set below
+        e = 7.0f * 7.0f * (grid_mean_square(g.iq1s, true) + 1.0f / 64);
+        break;
+      default:
+        break;
+    }
+    const uint16_t d = h(zero0 && i == 0 ? 0.0f : sign * sigma / std::sqrt(e));
+    if (t == DType::IQ1_M) {  // 3-bit scales 3 and 3, d's nibbles on top of the four words
+      auto* b = reinterpret_cast<block_iq1_m*>(blk);
+      for (int k = 0; k < 4; ++k) {
+        const uint16_t w = static_cast<uint16_t>(0x6DB | (((d >> (4 * k)) & 0xF) << 12));
+        b->scales[2 * k] = static_cast<uint8_t>(w);
+        b->scales[2 * k + 1] = static_cast<uint8_t>(w >> 8);
+      }
+    } else {
+      std::memcpy(blk, &d, 2);  // every other type's d is its first field
+    }
+  }
+}
+
 }  // namespace
 
 // zero0: element 0 of the row is exactly 0 (matrices that read the normed
@@ -188,6 +277,25 @@ void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, b
       if (zero0) b[0].qs[0] = static_cast<uint8_t>((b[0].qs[0] & 0xF0) | 8);
       return;
     }
+    case DType::Q2_K: {  // d sc q - d m, sc = 4, m = 6: 2 d (2 q - 3), q in 0..3: E = 20
+      auto* b = reinterpret_cast<block_q2_K*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+        std::memset(b[i].scales, 0x64, sizeof b[i].scales);
+        b[i].d = b[i].dmin = h(sigma / std::sqrt(20.0f));
+      }
+      if (zero0) b[0].d = b[0].dmin = 0;  // no code is 0: the first super-block is
+      return;
+    }
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+      iq_random_blocks(t, rng, sigma, dst, nb, zero0);
+      return;
     default:
       CLB_CHECK(false, "synth: no random block generator for type %s", info.name);
   }
@@ -295,6 +403,41 @@ void set_channel(DType t, float c, uint8_t* dst) {
       iq4_xs_set_scale(*b, 0, static_cast<int>(l));
       std::memset(b->qs, 0x88, kQK / 2);
       b->qs[0] = 0x8F;
+      return;
+    }
+    case DType::Q2_K: {  // sub-block 0: scale 15, min 0, q = 0 but q0 = 3; d raised to fit c, the others' scales lowered
+      auto* b = reinterpret_cast<block_q2_K*>(dst);
+      const float d = half_to_float(b->d), d2 = std::max(d, c / 45.0f);
+      for (int j = 1; j < 16; ++j) {
+        const long sc = std::lround((b->scales[j] & 0xF) * d / d2);
+        b->scales[j] = static_cast<uint8_t>((b->scales[j] & 0xF0) | std::clamp<long>(sc, 0, 15));
+      }
+      b->d = h(d2);
+      b->scales[0] = static_cast<uint8_t>(std::clamp<long>(std::lround(c / (3 * d2)), 1, 15));
+      for (int l = 0; l < 16; ++l) b->qs[l] &= 0xFC;
+      b->qs[0] |= 3;
+      return;
+    }
+    case DType::IQ3_S: {  // sub-block 0: the point of largest first value (the rest +-its smallest), ls = 15
+      auto* b = reinterpret_cast<block_iq3_s*>(dst);
+      const uint32_t* grid = iq_grids().iq3s;
+      int best = 0;
+      for (int p = 1; p < 512; ++p) {
+        const auto key = [&](int q) { return (grid[q] & 0xFF) * 64 - ((grid[q] >> 8) & 0xFF) - ((grid[q] >> 16) & 0xFF) - (grid[q] >> 24); };
+        if (key(p) > key(best)) best = p;
+      }
+      const float g0 = static_cast<float>(grid[best] & 0xFF);
+      const float d = std::abs(half_to_float(b->d)), d2 = std::max(d, c / (31 * g0));
+      for (int ib = 1; ib < kQK_K / kQK; ++ib) {  // keep (2 ls + 1) d where it fits
+        const int ls = (b->scales[ib / 2] >> (4 * (ib % 2))) & 0xF;
+        const long l2 = std::clamp<long>(std::lround(((2 * ls + 1) * d / d2 - 1) / 2), 0, 15);
+        b->scales[ib / 2] = static_cast<uint8_t>((b->scales[ib / 2] & ~(0xF << (4 * (ib % 2)))) | (l2 << (4 * (ib % 2))));
+      }
+      b->d = h(d2);
+      b->scales[0] = static_cast<uint8_t>((b->scales[0] & 0xF0) | std::clamp<long>(std::lround((c / (d2 * g0) - 1) / 2), 0, 15));
+      b->qs[0] = static_cast<uint8_t>(best & 0xFF);
+      b->qh[0] = static_cast<uint8_t>((b->qh[0] & 0xFE) | (best >> 8));
+      b->signs[0] &= 0xF0;  // the first point positive
       return;
     }
     default:

@@ -160,7 +160,9 @@ std::vector<const SynthShape*> synth_shapes() {
 
 std::optional<SynthType> parse_synth_type(std::string_view name) {
   for (SynthType t : {SynthType::kF32, SynthType::kF16, SynthType::kQ8_0, SynthType::kQ4_0, SynthType::kQ4_K_M,
-                      SynthType::kMXFP4_MOE, SynthType::kIQ4_NL, SynthType::kIQ4_XS})
+                      SynthType::kMXFP4_MOE, SynthType::kIQ4_NL, SynthType::kIQ4_XS, SynthType::kIQ1_S,
+                      SynthType::kIQ1_M, SynthType::kIQ2_XXS, SynthType::kIQ2_XS, SynthType::kIQ2_S, SynthType::kIQ2_M,
+                      SynthType::kIQ3_XXS})
     if (name == synth_type_name(t)) return t;
   return std::nullopt;
 }
@@ -181,6 +183,13 @@ std::optional<QuantMix> synth_quant_mix(SynthType t) {
     case SynthType::kMXFP4_MOE: return QuantMix::kMXFP4_MOE;
     case SynthType::kIQ4_NL: return QuantMix::kIQ4_NL;
     case SynthType::kIQ4_XS: return QuantMix::kIQ4_XS;
+    case SynthType::kIQ1_S: return QuantMix::kIQ1_S;
+    case SynthType::kIQ1_M: return QuantMix::kIQ1_M;
+    case SynthType::kIQ2_XXS: return QuantMix::kIQ2_XXS;
+    case SynthType::kIQ2_XS: return QuantMix::kIQ2_XS;
+    case SynthType::kIQ2_S: return QuantMix::kIQ2_S;
+    case SynthType::kIQ2_M: return QuantMix::kIQ2_M;
+    case SynthType::kIQ3_XXS: return QuantMix::kIQ3_XXS;
   }
   return std::nullopt;
 }

@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -71,8 +73,9 @@ std::vector<uint8_t> read_all(const fs::path& p) {
 }
 
 const char* kTiny[] = {"tiny", "tiny-olmoe", "tiny-mixtral", "tiny-qwen2moe"};
-const SynthType kTypes[] = {SynthType::kF32,    SynthType::kQ8_0,   SynthType::kQ4_0,
-                            SynthType::kQ4_K_M, SynthType::kIQ4_NL, SynthType::kIQ4_XS};
+const SynthType kTypes[] = {SynthType::kF32,    SynthType::kQ8_0,    SynthType::kQ4_0,    SynthType::kQ4_K_M,
+                            SynthType::kIQ4_NL, SynthType::kIQ4_XS,  SynthType::kIQ1_S,   SynthType::kIQ1_M,
+                            SynthType::kIQ2_XXS, SynthType::kIQ2_XS, SynthType::kIQ2_M,   SynthType::kIQ3_XXS};
 
 TEST(Synth, EveryTinyShapeAndTypeLoadsAndRuns) {
   REQUIRE_FILE(kVocab / "ggml-vocab-qwen2.gguf");
@@ -167,8 +170,8 @@ TEST(Synth, KeysAndTensorsMatchTheGoldenFilesLlamaCppRan) {
 // (tests/data/golden) are llama-quantize's Q4_K_M and IQ4_XS of a qwen3moe
 // model; the same shape written as q4_k_m and iq4_xs must choose the same
 // type for every tensor.
-void expect_llama_quantizes_types(const fs::path& golden, SynthType type) {
-  SCOPED_TRACE(golden.filename().string());
+// The shape of the qwen3moe-h256 golden models.
+SynthOptions h256_options(SynthType type) {
   SynthShape s = *find_synth_shape("tiny");
   s.name = "h256";
   s.n_layer = 2;
@@ -185,15 +188,23 @@ void expect_llama_quantizes_types(const fs::path& golden, SynthType type) {
   o.shape = s;
   o.type = type;
   o.vocab_path = (kVocab / "ggml-vocab-deepseek-llm.gguf").string();
+  return o;
+}
+
+// except: a tensor name part the golden file's --tensor-type override set.
+void expect_llama_quantizes_types(const fs::path& golden, SynthType type, const std::string& except = "") {
+  SCOPED_TRACE(golden.filename().string());
   fs::path p = tmp_dir() / (std::string("h256-") + synth_type_name(type) + ".gguf");
-  write_synth_model(o, p.string());
+  write_synth_model(h256_options(type), p.string());
   auto ours = GgufFile::open(p.string());
   auto ref = GgufFile::open(golden.string());
   ASSERT_EQ(ours->tensors().size(), ref->tensors().size());
   for (const GgufTensor& t : ref->tensors()) {
     const GgufTensor* u = ours->find_tensor(t.name);
     ASSERT_NE(u, nullptr) << t.name;
-    EXPECT_EQ(dtype_name(u->type), std::string(dtype_name(t.type))) << t.name;
+    if (except.empty() || t.name.find(except) == std::string::npos) {
+      EXPECT_EQ(dtype_name(u->type), std::string(dtype_name(t.type))) << t.name;
+    }
     for (int d = 0; d < 4; ++d) EXPECT_EQ(u->ne[d], t.ne[d]) << t.name;
   }
   EXPECT_EQ(ours->get_uint("general.file_type"), ref->get_uint("general.file_type"));
@@ -210,6 +221,38 @@ TEST(Synth, Iq4XsTypesAreLlamaQuantizes) {
   REQUIRE_FILE(kVocab / "ggml-vocab-deepseek-llm.gguf");
   expect_llama_quantizes_types(fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden/qwen3moe-h256-iq4_xs.gguf",
                                SynthType::kIQ4_XS);
+}
+
+// tests/data/golden/qwen3moe-h256-iq-types.json holds the type llama-quantize
+// (with an importance matrix) gave each tensor of the same model in each
+// IQ1-IQ3 file type; the IQ1_S and IQ3_XXS golden files were written with one
+// override (ffn_down_exps) and every other tensor as the file type's own.
+TEST(Synth, IqGridTypesAreLlamaQuantizes) {
+  REQUIRE_FILE(kVocab / "ggml-vocab-deepseek-llm.gguf");
+  const fs::path dir = fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden";
+  expect_llama_quantizes_types(dir / "qwen3moe-h256-iq1_s.gguf", SynthType::kIQ1_S, "ffn_down_exps");
+  expect_llama_quantizes_types(dir / "qwen3moe-h256-iq3_xxs.gguf", SynthType::kIQ3_XXS, "ffn_down_exps");
+  std::ifstream in(dir / "qwen3moe-h256-iq-types.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["files"].size(), 7u);
+  for (const auto& [name, file] : j["files"].items()) {
+    SCOPED_TRACE(name);
+    const std::optional<SynthType> t = parse_synth_type(name);
+    ASSERT_TRUE(t.has_value());
+    const fs::path p = tmp_dir() / ("h256-" + name + ".gguf");
+    write_synth_model(h256_options(*t), p.string());
+    auto ours = GgufFile::open(p.string());
+    EXPECT_EQ(ours->get_uint("general.file_type"), file["file_type"].get<uint64_t>());
+    EXPECT_EQ(ours->tensors().size(), file["tensors"].size());
+    for (const auto& [tensor, type] : file["tensors"].items()) {
+      const GgufTensor* u = ours->find_tensor(tensor);
+      ASSERT_NE(u, nullptr) << tensor;
+      std::string ty = dtype_name(u->type);  // "q4_K"; gguf-py writes "q4_k"
+      for (char& c : ty) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      EXPECT_EQ(ty, type.get<std::string>()) << tensor;
+    }
+    fs::remove(p);
+  }
 }
 
 // Dequantized with the reference dequantizers, matrix rows have standard
@@ -244,6 +287,8 @@ TEST(Synth, WeightStatisticsThroughTheReferenceDequantizers) {
           EXPECT_NEAR(row[0], 3.0f, 0.45f) << "row " << r;  // a 6-bit K-quant scale: within ~10%
           if (g.type == DType::IQ4_NL || g.type == DType::IQ4_XS) {
             EXPECT_NEAR(row[1], row[0] / 113, 1e-3f);  // no code is 0: the nearest, 1 in 113
+          } else if (g.type == DType::IQ3_S) {  // no value is 0: the grid point (15, 1, 1, 1)'s
+            EXPECT_NEAR(std::abs(row[1]), row[0] / 15, 1e-3f);
           } else if (g.type != DType::F32) {
             EXPECT_EQ(row[1], 0.f);
           }

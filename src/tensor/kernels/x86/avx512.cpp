@@ -394,6 +394,267 @@ struct Iq4XsKernel {
   }
 };
 
+// ---- the codebook i-quants: one super-block (256 weights) per step ----
+//
+// A type's decoder turns quarter k of a block (64 weights, sub-blocks 2k and
+// 2k + 1) into 64 unsigned magnitudes (the grid points' bytes), a mask of the
+// negative ones (the block's sign bits as they are stored), and the block's
+// 16 scales (one per 16 weights; 2 ls + 1); the IQ1 types' values become 8 g
+// +- 1 (the point times 8 plus the shift's sign) and their d carries the 1/8.
+// Per token the activations take the weights' signs (a masked negation),
+// vpmaddubsw pairs them (at most 2 x 62 x 127) and vpdpwssd applies each
+// 16's scale: per (row, token) and block the reference's exact integer sum,
+// times d_w x d_x and the type's constant, in one float chain.
+struct IqGridAct {
+  __m512i y[4];
+  float d;
+};
+
+inline __m512i points8_64(const uint64_t* g, const uint32_t* i) {
+  return _mm512_setr_epi64(static_cast<int64_t>(g[i[0]]), static_cast<int64_t>(g[i[1]]), static_cast<int64_t>(g[i[2]]),
+                           static_cast<int64_t>(g[i[3]]), static_cast<int64_t>(g[i[4]]), static_cast<int64_t>(g[i[5]]),
+                           static_cast<int64_t>(g[i[6]]), static_cast<int64_t>(g[i[7]]));
+}
+inline __m512i points4_64(const uint32_t* g, const uint32_t* i) {
+  auto pair = [&](int j) { return static_cast<int64_t>(g[i[2 * j]] | (static_cast<uint64_t>(g[i[2 * j + 1]]) << 32)); };
+  return _mm512_setr_epi64(pair(0), pair(1), pair(2), pair(3), pair(4), pair(5), pair(6), pair(7));
+}
+inline uint64_t load_u64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// The decoded form of one block.
+struct IqGridBlock {
+  __m512i mag[4];
+  __mmask64 neg[4];
+  uint64_t sc[4];  // quarter k's four 16-bit scales, weights 64 k + 16 j in bits 16 j
+  float d;         // d_w times the type's constant
+};
+
+inline uint64_t scales4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  return a | (b << 16) | (static_cast<uint64_t>(c) << 32) | (static_cast<uint64_t>(d) << 48);
+}
+
+// The sign bytes of eight 7-bit fields (a 56-bit word): each field's byte
+// with its parity in bit 7 (iq2_signs, eight at a time).
+inline uint64_t iq2_sign_bytes(uint64_t fields) {
+  const uint64_t b = _pdep_u64(fields, 0x7F7F7F7F7F7F7F7Full);
+  uint64_t p = b ^ (b >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;
+  return b | ((p & 0x0101010101010101ull) << 7);
+}
+
+struct Iq2XxsDecoder {
+  using Block = block_iq2_xxs;
+  static void decode(const Block& b, IqGridBlock& o) {
+    const uint64_t* grid = iq_grids().iq2xxs;
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t w0 = load_u64(b.qs + 8 * k), w1 = load_u64(b.qs + 8 * k + 4);  // sub-blocks 2k, 2k + 1
+      const uint32_t idx[8] = {static_cast<uint32_t>(w0 & 255),         static_cast<uint32_t>((w0 >> 8) & 255),
+                               static_cast<uint32_t>((w0 >> 16) & 255), static_cast<uint32_t>((w0 >> 24) & 255),
+                               static_cast<uint32_t>(w1 & 255),         static_cast<uint32_t>((w1 >> 8) & 255),
+                               static_cast<uint32_t>((w1 >> 16) & 255), static_cast<uint32_t>((w1 >> 24) & 255)};
+      o.mag[k] = points8_64(grid, idx);
+      o.neg[k] = iq2_sign_bytes(((w0 >> 32) & 0x0FFFFFFF) | (((w1 >> 32) & 0x0FFFFFFF) << 28));
+      const uint32_t l0 = 2 * static_cast<uint32_t>(w0 >> 60) + 1, l1 = 2 * static_cast<uint32_t>(w1 >> 60) + 1;
+      o.sc[k] = scales4(l0, l0, l1, l1);
+    }
+    o.d = h2f(b.d) * 0.125f;
+  }
+};
+
+template <typename Block>
+inline void iq2_scales16(const Block& b, IqGridBlock& o) {
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t s0 = b.scales[2 * k], s1 = b.scales[2 * k + 1];
+    o.sc[k] = scales4(2 * (s0 & 0xF) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 0xF) + 1, 2 * (s1 >> 4) + 1);
+  }
+}
+
+struct Iq2XsDecoder {
+  using Block = block_iq2_xs;
+  static void decode(const Block& b, IqGridBlock& o) {
+    const uint64_t* grid = iq_grids().iq2xs;
+    for (int k = 0; k < 4; ++k) {
+      uint32_t idx[8];
+      uint64_t fields = 0;
+      for (int l = 0; l < 8; ++l) {
+        const uint16_t q = b.qs[8 * k + l];
+        idx[l] = q & 511;
+        fields |= static_cast<uint64_t>(q >> 9) << (7 * l);
+      }
+      o.mag[k] = points8_64(grid, idx);
+      o.neg[k] = iq2_sign_bytes(fields);
+    }
+    iq2_scales16(b, o);
+    o.d = h2f(b.d) * 0.125f;
+  }
+};
+
+struct Iq2SDecoder {
+  using Block = block_iq2_s;
+  static void decode(const Block& b, IqGridBlock& o) {
+    const uint64_t* grid = iq_grids().iq2s;
+    for (int k = 0; k < 4; ++k) {
+      uint32_t idx[8];
+      for (int l = 0; l < 8; ++l) {
+        const int ib = 2 * k + l / 4, g = l % 4;
+        idx[l] = b.qs[4 * ib + g] | ((static_cast<uint32_t>(b.qh[ib]) << (8 - 2 * g)) & 0x300);
+      }
+      o.mag[k] = points8_64(grid, idx);
+      o.neg[k] = load_u64(b.qs + kQK_K / 8 + 8 * k);
+    }
+    iq2_scales16(b, o);
+    o.d = h2f(b.d) * 0.125f;
+  }
+};
+
+struct Iq3XxsDecoder {
+  using Block = block_iq3_xxs;
+  static void decode(const Block& b, IqGridBlock& o) {
+    const uint32_t* grid = iq_grids().iq3xxs;
+    for (int k = 0; k < 4; ++k) {
+      alignas(64) uint32_t idx[16];
+      for (int l = 0; l < 16; ++l) idx[l] = b.qs[16 * k + l];
+      o.mag[k] = points4_64(grid, idx);
+      const uint64_t sg = load_u64(b.qs + kQK_K / 4 + 8 * k);  // sub-blocks 2k, 2k + 1
+      o.neg[k] = iq2_sign_bytes((sg & 0x0FFFFFFF) | ((sg >> 32) & 0x0FFFFFFF) << 28);
+      const uint32_t l0 = 2 * static_cast<uint32_t>((sg >> 28) & 15) + 1, l1 = 2 * static_cast<uint32_t>(sg >> 60) + 1;
+      o.sc[k] = scales4(l0, l0, l1, l1);
+    }
+    o.d = h2f(b.d) * 0.25f;
+  }
+};
+
+struct Iq3SDecoder {
+  using Block = block_iq3_s;
+  static void decode(const Block& b, IqGridBlock& o) {
+    const uint32_t* grid = iq_grids().iq3s;
+    for (int k = 0; k < 4; ++k) {
+      alignas(64) uint32_t idx[16];
+      for (int l = 0; l < 16; ++l) {
+        const int ib = 2 * k + l / 8;
+        idx[l] = b.qs[16 * k + l] | (((static_cast<uint32_t>(b.qh[ib]) >> (l % 8)) & 1) << 8);
+      }
+      o.mag[k] = points4_64(grid, idx);
+      o.neg[k] = load_u64(b.signs + 8 * k);
+      const uint32_t l0 = 2 * (b.scales[k] & 0xF) + 1, l1 = 2 * (b.scales[k] >> 4) + 1;
+      o.sc[k] = scales4(l0, l0, l1, l1);
+    }
+    o.d = h2f(b.d);
+  }
+};
+
+// IQ1: 8 g + (the shift's sign), its magnitude and sign; `minus` marks the
+// lanes whose shift is negative.
+inline void iq1_values(__m512i g, __mmask64 minus, IqGridBlock& o, int k) {
+  const __m512i g8 = _mm512_slli_epi16(_mm512_and_si512(g, _mm512_set1_epi8(0x1F)), 3);  // (g & 31) * 8: 0, 8, 248
+  const __m512i v = _mm512_mask_blend_epi8(minus, _mm512_add_epi8(g8, _mm512_set1_epi8(1)),
+                                           _mm512_sub_epi8(g8, _mm512_set1_epi8(1)));
+  o.mag[k] = _mm512_abs_epi8(v);
+  o.neg[k] = _mm512_movepi8_mask(v);
+}
+
+struct Iq1SDecoder {
+  using Block = block_iq1_s;
+  static void decode(const Block& b, IqGridBlock& o) {
+    const uint64_t* grid = iq_grids().iq1s;
+    for (int k = 0; k < 4; ++k) {
+      uint32_t idx[8], ls[2];
+      uint64_t minus = 0;
+      for (int h = 0; h < 2; ++h) {
+        const int ib = 2 * k + h;
+        const uint32_t qh = b.qh[ib];
+        for (int l = 0; l < 4; ++l) idx[4 * h + l] = b.qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8);
+        if (qh & 0x8000) minus |= 0xFFFFFFFFull << (32 * h);
+        ls[h] = 2 * ((qh >> 12) & 7) + 1;
+      }
+      o.sc[k] = scales4(ls[0], ls[0], ls[1], ls[1]);
+      iq1_values(points8_64(grid, idx), minus, o, k);
+    }
+    o.d = h2f(b.d) * 0.125f;
+  }
+};
+
+struct Iq1MDecoder {
+  using Block = block_iq1_m;
+  static void decode(const Block& b, IqGridBlock& o) {
+    const uint64_t* grid = iq_grids().iq1s;
+    uint16_t sc[4];
+    iq1_m_scale_words(b, sc);
+    for (int k = 0; k < 4; ++k) {
+      uint32_t idx[8];
+      uint64_t minus = 0;
+      for (int l = 0; l < 8; ++l) {
+        const int ib = 2 * k + l / 4, g = l % 4;
+        const uint32_t h = b.qh[2 * ib + g / 2];
+        idx[l] = b.qs[4 * ib + g] | ((h << (8 - 4 * (g % 2))) & 0x700);
+        if ((h >> (3 + 4 * (g % 2))) & 1) minus |= 0xFFull << (8 * l);
+      }
+      iq1_values(points8_64(grid, idx), minus, o, k);
+      const uint32_t s = sc[k];  // sub-blocks 2k (bits 0..5), 2k + 1 (bits 6..11)
+      o.sc[k] = scales4(2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1, 2 * ((s >> 6) & 7) + 1, 2 * ((s >> 9) & 7) + 1);
+    }
+    o.d = h2f(iq1_m_d(sc)) * 0.125f;
+  }
+};
+
+template <typename D>
+struct IqGridKernel {
+  using Act = IqGridAct;
+  using XBlock = block_q8_K;
+  static constexpr int kBlocksPerStep = 1;
+  static constexpr int kSegSteps = 16;
+  static constexpr int kBlockElems = kQK_K;
+  static constexpr size_t kBlockBytes = sizeof(typename D::Block);
+  static void prep(const XBlock* xb, int, Act& a) {
+    for (int k = 0; k < 4; ++k) a.y[k] = _mm512_loadu_si512(xb->qs + 64 * k);
+    a.d = xb->d;
+  }
+
+  template <int R, int T>
+  static void tile(const uint8_t* w, size_t w_stride, const Act (*act)[kSegSteps], int64_t nb, float* y,
+                   size_t y_stride, bool accumulate) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+    // 16-bit lane L of a quarter pairs its weights 2 L, 2 L + 1: scale L / 8.
+    alignas(64) int16_t v[32];
+    for (int l = 0; l < 32; ++l) v[l] = static_cast<int16_t>(l / 8);
+    const __m512i sel = _mm512_load_si512(v);
+    IqGridBlock blk;
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int r = 0; r < R; ++r) {
+        const auto* wb = reinterpret_cast<const typename D::Block*>(w + r * w_stride) + b;
+        prefetch_ahead(wb, 2);
+        D::decode(*wb, blk);
+        __m512i scv[4];
+        for (int k = 0; k < 4; ++k)
+          scv[k] = _mm512_permutexvar_epi16(sel, _mm512_set1_epi64(static_cast<int64_t>(blk.sc[k])));
+        for (int t = 0; t < T; ++t) {
+          const IqGridAct& a = act[t][b];
+          __m512i s = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            const __m512i ys = _mm512_mask_sub_epi8(a.y[k], blk.neg[k], _mm512_setzero_si512(), a.y[k]);
+            s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(blk.mag[k], ys), scv[k]);
+          }
+          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(blk.d * a.d), acc[r][t]);
+        }
+      }
+    }
+    store_tile(acc, y, y_stride, accumulate);
+  }
+};
+
+template <typename D>
+void add_iq_grid(KernelTable& t, DType type) {
+  t.dot[slot(type)] = PreparedFamily<IqGridKernel<D>, 2, 8>::dot;
+  t.tile[slot(type)] = PreparedFamily<IqGridKernel<D>, 2, 8>::tile;
+}
+
 constexpr int kTileRows = 4, kTileTokens = 4;
 
 template <typename W>
@@ -1191,6 +1452,13 @@ void add_avx512_kernels(KernelTable& t) {
   add_tile_family<GenericQ8Kernel<Iq4NlWeights>>(t, DType::IQ4_NL);
   t.dot[slot(DType::IQ4_XS)] = PreparedFamily<Iq4XsKernel, 2, 8>::dot;
   t.tile[slot(DType::IQ4_XS)] = PreparedFamily<Iq4XsKernel, 2, 8>::tile;
+  add_iq_grid<Iq2XxsDecoder>(t, DType::IQ2_XXS);
+  add_iq_grid<Iq2XsDecoder>(t, DType::IQ2_XS);
+  add_iq_grid<Iq2SDecoder>(t, DType::IQ2_S);
+  add_iq_grid<Iq3XxsDecoder>(t, DType::IQ3_XXS);
+  add_iq_grid<Iq3SDecoder>(t, DType::IQ3_S);
+  add_iq_grid<Iq1SDecoder>(t, DType::IQ1_S);
+  add_iq_grid<Iq1MDecoder>(t, DType::IQ1_M);
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0_512;
   t.rms_norm = rms_norm_512;
   t.silu_mul = silu_mul_512;

@@ -449,8 +449,8 @@ inline uint64_t iq2_sign_bytes(uint64_t fields) {
 
 struct Iq2XxsDecoder {
   using Block = block_iq2_xxs;
-  static void decode(const Block& b, IqGridBlock& o) {
-    const uint64_t* grid = iq_grids().iq2xxs;
+  static void decode(const Block& b, const IqGrids& grids, IqGridBlock& o) {
+    const uint64_t* grid = grids.iq2xxs;
     for (int k = 0; k < 4; ++k) {
       const uint64_t w0 = load_u64(b.qs + 8 * k), w1 = load_u64(b.qs + 8 * k + 4);  // sub-blocks 2k, 2k + 1
       const uint32_t idx[8] = {static_cast<uint32_t>(w0 & 255),         static_cast<uint32_t>((w0 >> 8) & 255),
@@ -476,8 +476,8 @@ inline void iq2_scales16(const Block& b, IqGridBlock& o) {
 
 struct Iq2XsDecoder {
   using Block = block_iq2_xs;
-  static void decode(const Block& b, IqGridBlock& o) {
-    const uint64_t* grid = iq_grids().iq2xs;
+  static void decode(const Block& b, const IqGrids& grids, IqGridBlock& o) {
+    const uint64_t* grid = grids.iq2xs;
     for (int k = 0; k < 4; ++k) {
       uint32_t idx[8];
       uint64_t fields = 0;
@@ -496,8 +496,8 @@ struct Iq2XsDecoder {
 
 struct Iq2SDecoder {
   using Block = block_iq2_s;
-  static void decode(const Block& b, IqGridBlock& o) {
-    const uint64_t* grid = iq_grids().iq2s;
+  static void decode(const Block& b, const IqGrids& grids, IqGridBlock& o) {
+    const uint64_t* grid = grids.iq2s;
     for (int k = 0; k < 4; ++k) {
       uint32_t idx[8];
       for (int l = 0; l < 8; ++l) {
@@ -514,8 +514,8 @@ struct Iq2SDecoder {
 
 struct Iq3XxsDecoder {
   using Block = block_iq3_xxs;
-  static void decode(const Block& b, IqGridBlock& o) {
-    const uint32_t* grid = iq_grids().iq3xxs;
+  static void decode(const Block& b, const IqGrids& grids, IqGridBlock& o) {
+    const uint32_t* grid = grids.iq3xxs;
     for (int k = 0; k < 4; ++k) {
       alignas(64) uint32_t idx[16];
       for (int l = 0; l < 16; ++l) idx[l] = b.qs[16 * k + l];
@@ -531,8 +531,8 @@ struct Iq3XxsDecoder {
 
 struct Iq3SDecoder {
   using Block = block_iq3_s;
-  static void decode(const Block& b, IqGridBlock& o) {
-    const uint32_t* grid = iq_grids().iq3s;
+  static void decode(const Block& b, const IqGrids& grids, IqGridBlock& o) {
+    const uint32_t* grid = grids.iq3s;
     for (int k = 0; k < 4; ++k) {
       alignas(64) uint32_t idx[16];
       for (int l = 0; l < 16; ++l) {
@@ -560,8 +560,8 @@ inline void iq1_values(__m512i g, __mmask64 minus, IqGridBlock& o, int k) {
 
 struct Iq1SDecoder {
   using Block = block_iq1_s;
-  static void decode(const Block& b, IqGridBlock& o) {
-    const uint64_t* grid = iq_grids().iq1s;
+  static void decode(const Block& b, const IqGrids& grids, IqGridBlock& o) {
+    const uint64_t* grid = grids.iq1s;
     for (int k = 0; k < 4; ++k) {
       uint32_t idx[8], ls[2];
       uint64_t minus = 0;
@@ -569,7 +569,7 @@ struct Iq1SDecoder {
         const int ib = 2 * k + h;
         const uint32_t qh = b.qh[ib];
         for (int l = 0; l < 4; ++l) idx[4 * h + l] = b.qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8);
-        if (qh & 0x8000) minus |= 0xFFFFFFFFull << (32 * h);
+        minus |= (0 - static_cast<uint64_t>(qh >> 15)) & (0xFFFFFFFFull << (32 * h));  // no branch on random bits
         ls[h] = 2 * ((qh >> 12) & 7) + 1;
       }
       o.sc[k] = scales4(ls[0], ls[0], ls[1], ls[1]);
@@ -581,8 +581,8 @@ struct Iq1SDecoder {
 
 struct Iq1MDecoder {
   using Block = block_iq1_m;
-  static void decode(const Block& b, IqGridBlock& o) {
-    const uint64_t* grid = iq_grids().iq1s;
+  static void decode(const Block& b, const IqGrids& grids, IqGridBlock& o) {
+    const uint64_t* grid = grids.iq1s;
     uint16_t sc[4];
     iq1_m_scale_words(b, sc);
     for (int k = 0; k < 4; ++k) {
@@ -592,7 +592,7 @@ struct Iq1MDecoder {
         const int ib = 2 * k + l / 4, g = l % 4;
         const uint32_t h = b.qh[2 * ib + g / 2];
         idx[l] = b.qs[4 * ib + g] | ((h << (8 - 4 * (g % 2))) & 0x700);
-        if ((h >> (3 + 4 * (g % 2))) & 1) minus |= 0xFFull << (8 * l);
+        minus |= (0 - static_cast<uint64_t>((h >> (3 + 4 * (g % 2))) & 1)) & (0xFFull << (8 * l));
       }
       iq1_values(points8_64(grid, idx), minus, o, k);
       const uint32_t s = sc[k];  // sub-blocks 2k (bits 0..5), 2k + 1 (bits 6..11)
@@ -626,11 +626,12 @@ struct IqGridKernel {
     for (int l = 0; l < 32; ++l) v[l] = static_cast<int16_t>(l / 8);
     const __m512i sel = _mm512_load_si512(v);
     IqGridBlock blk;
+    const IqGrids& grids = iq_grids();
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
         const auto* wb = reinterpret_cast<const typename D::Block*>(w + r * w_stride) + b;
         prefetch_ahead(wb, 2);
-        D::decode(*wb, blk);
+        D::decode(*wb, grids, blk);
         __m512i scv[4];
         for (int k = 0; k < 4; ++k)
           scv[k] = _mm512_permutexvar_epi16(sel, _mm512_set1_epi64(static_cast<int64_t>(blk.sc[k])));

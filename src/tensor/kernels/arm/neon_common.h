@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "tensor/half.h"
+#include "tensor/iq_grids.h"
 #include "tensor/kernels/kernel_table.h"
 #include "tensor/quant_blocks.h"
 
@@ -351,6 +352,175 @@ float dot_iq4_xs(const void* wv, const void* xv, int64_t n) {
   return sum;
 }
 
+// ---- the codebook i-quants: two grid points a vector with their signs
+// applied, the reference's integer sums per super-block and its float
+// expression on them ----
+
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Points p0, p1 (8 bytes each) with the signs of sign bytes s0, s1.
+inline int8x16_t iq_signed16(uint64_t p0, uint64_t p1, uint8_t s0, uint8_t s1) {
+  static const uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  const uint8x16_t v = vcombine_u8(vcreate_u8(p0), vcreate_u8(p1));
+  const uint8x16_t neg = vtstq_u8(vcombine_u8(vdup_n_u8(s0), vdup_n_u8(s1)), vld1q_u8(kBits));
+  return s8(vsubq_u8(veorq_u8(v, neg), neg));
+}
+// Two 4-byte points as one 8-byte one.
+inline uint64_t iq3_pair(const uint32_t* grid, uint32_t i0, uint32_t i1) {
+  return grid[i0] | (static_cast<uint64_t>(grid[i1]) << 32);
+}
+
+// Sub-block ib of each type: its 32 signed weights and the scales (2 ls + 1)
+// of its two halves.
+struct Iq2XxsN {
+  using Block = block_iq2_xxs;
+  static constexpr float kScale = 0.125f;
+  static void sub(const Block& b, int ib, int8x16_t w[2], int ls[2]) {
+    const uint64_t* g = iq_grids().iq2xxs;
+    const uint32_t q = load_u32(b.qs + 4 * ib), sg = load_u32(b.qs + 4 * ib + 2);
+    for (int h = 0; h < 2; ++h)
+      w[h] = iq_signed16(g[(q >> (16 * h)) & 255], g[(q >> (16 * h + 8)) & 255], iq2_signs(sg >> (14 * h)),
+                         iq2_signs(sg >> (14 * h + 7)));
+    ls[0] = ls[1] = 2 * static_cast<int>(sg >> 28) + 1;
+  }
+};
+struct Iq2XsN {
+  using Block = block_iq2_xs;
+  static constexpr float kScale = 0.125f;
+  static void sub(const Block& b, int ib, int8x16_t w[2], int ls[2]) {
+    const uint64_t* g = iq_grids().iq2xs;
+    const uint16_t* q = b.qs + 4 * ib;
+    for (int h = 0; h < 2; ++h)
+      w[h] = iq_signed16(g[q[2 * h] & 511], g[q[2 * h + 1] & 511], iq2_signs(q[2 * h] >> 9),
+                         iq2_signs(q[2 * h + 1] >> 9));
+    ls[0] = 2 * (b.scales[ib] & 0xF) + 1;
+    ls[1] = 2 * (b.scales[ib] >> 4) + 1;
+  }
+};
+struct Iq2SN {
+  using Block = block_iq2_s;
+  static constexpr float kScale = 0.125f;
+  static void sub(const Block& b, int ib, int8x16_t w[2], int ls[2]) {
+    const uint64_t* g = iq_grids().iq2s;
+    const uint8_t* qs = b.qs + 4 * ib;
+    const uint8_t* sg = b.qs + kQK_K / 8 + 4 * ib;
+    const uint32_t qh = b.qh[ib];
+    auto idx = [&](int l) { return qs[l] | ((qh << (8 - 2 * l)) & 0x300); };
+    for (int h = 0; h < 2; ++h) w[h] = iq_signed16(g[idx(2 * h)], g[idx(2 * h + 1)], sg[2 * h], sg[2 * h + 1]);
+    ls[0] = 2 * (b.scales[ib] & 0xF) + 1;
+    ls[1] = 2 * (b.scales[ib] >> 4) + 1;
+  }
+};
+struct Iq3XxsN {
+  using Block = block_iq3_xxs;
+  static constexpr float kScale = 0.25f;
+  static void sub(const Block& b, int ib, int8x16_t w[2], int ls[2]) {
+    const uint32_t* g = iq_grids().iq3xxs;
+    const uint8_t* qs = b.qs + 8 * ib;
+    const uint32_t sg = load_u32(b.qs + kQK_K / 4 + 4 * ib);
+    for (int h = 0; h < 2; ++h)
+      w[h] = iq_signed16(iq3_pair(g, qs[4 * h], qs[4 * h + 1]), iq3_pair(g, qs[4 * h + 2], qs[4 * h + 3]),
+                         iq2_signs(sg >> (14 * h)), iq2_signs(sg >> (14 * h + 7)));
+    ls[0] = ls[1] = 2 * static_cast<int>(sg >> 28) + 1;
+  }
+};
+struct Iq3SN {
+  using Block = block_iq3_s;
+  static constexpr float kScale = 1.0f;
+  static void sub(const Block& b, int ib, int8x16_t w[2], int ls[2]) {
+    const uint32_t* g = iq_grids().iq3s;
+    const uint8_t* qs = b.qs + 8 * ib;
+    const uint32_t qh = b.qh[ib];
+    auto idx = [&](int k) { return qs[k] | (((qh >> k) & 1) << 8); };
+    for (int h = 0; h < 2; ++h)
+      w[h] = iq_signed16(iq3_pair(g, idx(4 * h), idx(4 * h + 1)), iq3_pair(g, idx(4 * h + 2), idx(4 * h + 3)),
+                         b.signs[4 * ib + 2 * h], b.signs[4 * ib + 2 * h + 1]);
+    ls[0] = ls[1] = 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1;
+  }
+};
+
+template <typename D>
+float dot_iq_grid(const void* wv, const void* xv, int64_t n) {
+  const auto* w = static_cast<const typename D::Block*>(wv);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      int8x16_t q[2];
+      int ls[2];
+      D::sub(w[i], ib, q, ls);
+      const int8_t* q8 = y[i].qs + kQK * ib;
+      acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), q[0], vld1q_s8(q8)), ls[0]);
+      acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), q[1], vld1q_s8(q8 + 16)), ls[1]);
+    }
+    sum += half_to_float(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
+  }
+  return D::kScale * sum;
+}
+
+// IQ1: the points' -1, 0, 1 as int8; the shift's term through bsums (IQ1_S)
+// or a +-1 vector per group of 8 (IQ1_M).
+float dot_iq1_s(const void* wv, const void* xv, int64_t n) {
+  const auto* w = static_cast<const block_iq1_s*>(wv);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint64_t* g = iq_grids().iq1s;
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int32x4_t acc = vdupq_n_s32(0);
+    int sumi1 = 0;
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = w[i].qs + 4 * ib;
+      const uint32_t qh = w[i].qh[ib];
+      auto point = [&](int l) { return g[qs[l] | (((qh >> (3 * l)) & 7) << 8)]; };
+      const int8_t* q8 = y[i].qs + kQK * ib;
+      const int ls = 2 * static_cast<int>((qh >> 12) & 7) + 1;
+      int32x4_t s = idot(vdupq_n_s32(0), s8(vcombine_u8(vcreate_u8(point(0)), vcreate_u8(point(1)))), vld1q_s8(q8));
+      s = idot(s, s8(vcombine_u8(vcreate_u8(point(2)), vcreate_u8(point(3)))), vld1q_s8(q8 + 16));
+      acc = vmlaq_n_s32(acc, s, ls);
+      const int bs = y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1];
+      sumi1 += qh & 0x8000 ? -ls * bs : ls * bs;
+    }
+    sum += half_to_float(w[i].d) * y[i].d *
+           (static_cast<float>(vaddvq_s32(acc)) + kIq1Delta * static_cast<float>(sumi1));
+  }
+  return sum;
+}
+
+float dot_iq1_m(const void* wv, const void* xv, int64_t n) {
+  const auto* w = static_cast<const block_iq1_m*>(wv);
+  const auto* y = static_cast<const block_q8_K*>(xv);
+  const uint64_t* g = iq_grids().iq1s;
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    uint16_t sc[4];
+    iq1_m_scale_words(w[i], sc);
+    int32x4_t acc1 = vdupq_n_s32(0), acc2 = vdupq_n_s32(0);
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      const uint8_t* qs = w[i].qs + 4 * ib;
+      const int8_t* q8 = y[i].qs + kQK * ib;
+      const int s = sc[ib / 2] >> (6 * (ib % 2));
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t qh = w[i].qh[2 * ib + h];
+        const uint64_t p0 = g[qs[2 * h] | ((qh << 8) & 0x700)], p1 = g[qs[2 * h + 1] | ((qh << 4) & 0x700)];
+        const int8x16_t delta =
+            vcombine_s8(vdup_n_s8(qh & 0x08 ? -1 : 1), vdup_n_s8(qh & 0x80 ? -1 : 1));
+        const int8x16_t x = vld1q_s8(q8 + 16 * h);
+        const int ls = 2 * ((s >> (3 * h)) & 7) + 1;
+        acc1 = vmlaq_n_s32(acc1, idot(vdupq_n_s32(0), s8(vcombine_u8(vcreate_u8(p0), vcreate_u8(p1))), x), ls);
+        acc2 = vmlaq_n_s32(acc2, idot(vdupq_n_s32(0), delta, x), ls);
+      }
+    }
+    sum += half_to_float(iq1_m_d(sc)) * y[i].d *
+           (static_cast<float>(vaddvq_s32(acc1)) + kIq1Delta * static_cast<float>(vaddvq_s32(acc2)));
+  }
+  return sum;
+}
+
 // q2_K: 16 sub-blocks of 16; scale byte j holds the sub-block's scale (low
 // nibble) and min (high). Chunk k (32 bytes) holds 4 x 32 weights at shifts
 // 0, 2, 4, 6.
@@ -438,6 +608,13 @@ inline void add_neon_int_dots(KernelTable& t) {
   t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
   t.dot[slot(DType::IQ4_NL)] = dot_q32<Iq4NlW, block_q8_0>;
   t.dot[slot(DType::IQ4_XS)] = dot_iq4_xs;
+  t.dot[slot(DType::IQ2_XXS)] = dot_iq_grid<Iq2XxsN>;
+  t.dot[slot(DType::IQ2_XS)] = dot_iq_grid<Iq2XsN>;
+  t.dot[slot(DType::IQ2_S)] = dot_iq_grid<Iq2SN>;
+  t.dot[slot(DType::IQ3_XXS)] = dot_iq_grid<Iq3XxsN>;
+  t.dot[slot(DType::IQ3_S)] = dot_iq_grid<Iq3SN>;
+  t.dot[slot(DType::IQ1_S)] = dot_iq1_s;
+  t.dot[slot(DType::IQ1_M)] = dot_iq1_m;
 }
 
 }  // namespace

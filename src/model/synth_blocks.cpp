@@ -57,6 +57,10 @@ float grid_mean_square(const Word (&grid)[N], bool is_signed) {
 // super-block is left as drawn.
 void iq_random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t nb, bool zero0) {
   const IqGrids& g = iq_grids();
+  // The codebooks' mean squares, once.
+  static const float m2xxs = grid_mean_square(g.iq2xxs, false), m2xs = grid_mean_square(g.iq2xs, false),
+                     m2s = grid_mean_square(g.iq2s, false), m3xxs = grid_mean_square(g.iq3xxs, false),
+                     m3s = grid_mean_square(g.iq3s, false), m1 = grid_mean_square(g.iq1s, true);
   zero0 = zero0 && nb > 1;
   if (zero0) sigma *= std::sqrt(static_cast<float>(nb) / static_cast<float>(nb - 1));
   const size_t bytes = dtype_info(t).block_bytes;
@@ -69,36 +73,36 @@ void iq_random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n
       case DType::IQ2_XXS: {  // ls = 7 in each sub-block's second word: (2 ls + 1) / 8
         auto* b = reinterpret_cast<block_iq2_xxs*>(blk);
         for (int ib = 0; ib < kQK_K / kQK; ++ib) b->qs[4 * ib + 3] = static_cast<uint16_t>((b->qs[4 * ib + 3] & 0x0FFF) | 0x7000);
-        e = 1.875f * 1.875f * grid_mean_square(g.iq2xxs, false);
+        e = 1.875f * 1.875f * m2xxs;
         break;
       }
       case DType::IQ2_XS:
         std::memset(reinterpret_cast<block_iq2_xs*>(blk)->scales, 0x77, kQK_K / kQK);
-        e = 1.875f * 1.875f * grid_mean_square(g.iq2xs, false);
+        e = 1.875f * 1.875f * m2xs;
         break;
       case DType::IQ2_S:
         std::memset(reinterpret_cast<block_iq2_s*>(blk)->scales, 0x77, kQK_K / kQK);
-        e = 1.875f * 1.875f * grid_mean_square(g.iq2s, false);
+        e = 1.875f * 1.875f * m2s;
         break;
       case DType::IQ3_XXS: {  // (2 ls + 1) / 4
         auto* b = reinterpret_cast<block_iq3_xxs*>(blk);
         for (int ib = 0; ib < kQK_K / kQK; ++ib)
           b->qs[kQK_K / 4 + 4 * ib + 3] = static_cast<uint8_t>((b->qs[kQK_K / 4 + 4 * ib + 3] & 0x0F) | 0x70);
-        e = 3.75f * 3.75f * grid_mean_square(g.iq3xxs, false);
+        e = 3.75f * 3.75f * m3xxs;
         break;
       }
       case DType::IQ3_S:  // 2 ls + 1
         std::memset(reinterpret_cast<block_iq3_s*>(blk)->scales, 0x77, kQK_K / 64);
-        e = 15.0f * 15.0f * grid_mean_square(g.iq3s, false);
+        e = 15.0f * 15.0f * m3s;
         break;
       case DType::IQ1_S: {
         auto* b = reinterpret_cast<block_iq1_s*>(blk);
         for (uint16_t& qh : b->qh) qh = static_cast<uint16_t>((qh & 0x8FFF) | 0x7000);
-        e = 15.0f * 15.0f * (grid_mean_square(g.iq1s, true) + 1.0f / 64);
+        e = 15.0f * 15.0f * (m1 + 1.0f / 64);
         break;
       }
       case DType::IQ1_M:  // ls = 3 for every 16: 7; d set below
-        e = 7.0f * 7.0f * (grid_mean_square(g.iq1s, true) + 1.0f / 64);
+        e = 7.0f * 7.0f * (m1 + 1.0f / 64);
         break;
       default:
         break;

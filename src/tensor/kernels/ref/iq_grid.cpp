@@ -102,60 +102,54 @@ int dot8(const int8_t* a, const int8_t* b) {
 
 }  // namespace
 
+namespace {
+
+// IQ2_XXS and IQ3_XXS: a scale field per sub-block; db = d (0.5 + ls) c, c
+// 1/4 (IQ2_XXS) or 1/2 (IQ3_XXS), as ggml writes it.
+template <typename Block, int (*Sub)(const Block&, int, int8_t*)>
+void dequantize_xxs(const void* src, float* dst, int64_t n, float c) {
+  const auto* x = static_cast<const Block*>(src);
+  int8_t q[kQK];
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = half_to_float(x[i].d);
+    for (int ib = 0; ib < kQK_K / kQK; ++ib, dst += kQK) {
+      const float db = d * (0.5f + static_cast<float>(Sub(x[i], ib, q))) * c;
+      for (int j = 0; j < kQK; ++j) dst[j] = db * static_cast<float>(q[j]);
+    }
+  }
+}
+
+// IQ2_XS and IQ2_S: a scale field per 16.
+template <typename Block, void (*Group)(const Block&, int, int, int8_t*)>
+void dequantize_scaled16(const void* src, float* dst, int64_t n) {
+  const auto* x = static_cast<const Block*>(src);
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float d = half_to_float(x[i].d);
+    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
+      for (int l = 0; l < 4; ++l, dst += 8) {
+        const float db =
+            d * (0.5f + static_cast<float>((x[i].scales[ib] >> (4 * (l / 2))) & 0xF)) * 0.25f;
+        int8_t q[8];
+        Group(x[i], ib, l, q);
+        for (int j = 0; j < 8; ++j) dst[j] = db * static_cast<float>(q[j]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void dequantize_iq2_xxs(const void* src, float* dst, int64_t n) {
-  const auto* x = static_cast<const block_iq2_xxs*>(src);
-  int8_t q[kQK];
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = half_to_float(x[i].d);
-    for (int ib = 0; ib < kQK_K / kQK; ++ib, dst += kQK) {
-      const float db = d * (0.5f + static_cast<float>(iq2_xxs_sub(x[i], ib, q))) * 0.25f;
-      for (int j = 0; j < kQK; ++j) dst[j] = db * static_cast<float>(q[j]);
-    }
-  }
+  dequantize_xxs<block_iq2_xxs, iq2_xxs_sub>(src, dst, n, 0.25f);
 }
-
-void dequantize_iq2_xs(const void* src, float* dst, int64_t n) {
-  const auto* x = static_cast<const block_iq2_xs*>(src);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = half_to_float(x[i].d);
-    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
-      for (int l = 0; l < 4; ++l, dst += 8) {
-        const float db =
-            d * (0.5f + static_cast<float>((x[i].scales[ib] >> (4 * (l / 2))) & 0xF)) * 0.25f;
-        int8_t q[8];
-        iq2_xs_group(x[i], ib, l, q);
-        for (int j = 0; j < 8; ++j) dst[j] = db * static_cast<float>(q[j]);
-      }
-    }
-  }
-}
-
-void dequantize_iq2_s(const void* src, float* dst, int64_t n) {
-  const auto* x = static_cast<const block_iq2_s*>(src);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = half_to_float(x[i].d);
-    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
-      for (int l = 0; l < 4; ++l, dst += 8) {
-        const float db =
-            d * (0.5f + static_cast<float>((x[i].scales[ib] >> (4 * (l / 2))) & 0xF)) * 0.25f;
-        int8_t q[8];
-        iq2_s_group(x[i], ib, l, q);
-        for (int j = 0; j < 8; ++j) dst[j] = db * static_cast<float>(q[j]);
-      }
-    }
-  }
-}
-
 void dequantize_iq3_xxs(const void* src, float* dst, int64_t n) {
-  const auto* x = static_cast<const block_iq3_xxs*>(src);
-  int8_t q[kQK];
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float d = half_to_float(x[i].d);
-    for (int ib = 0; ib < kQK_K / kQK; ++ib, dst += kQK) {
-      const float db = d * (0.5f + static_cast<float>(iq3_xxs_sub(x[i], ib, q))) * 0.5f;
-      for (int j = 0; j < kQK; ++j) dst[j] = db * static_cast<float>(q[j]);
-    }
-  }
+  dequantize_xxs<block_iq3_xxs, iq3_xxs_sub>(src, dst, n, 0.5f);
+}
+void dequantize_iq2_xs(const void* src, float* dst, int64_t n) {
+  dequantize_scaled16<block_iq2_xs, iq2_xs_group>(src, dst, n);
+}
+void dequantize_iq2_s(const void* src, float* dst, int64_t n) {
+  dequantize_scaled16<block_iq2_s, iq2_s_group>(src, dst, n);
 }
 
 void dequantize_iq3_s(const void* src, float* dst, int64_t n) {
@@ -203,23 +197,36 @@ void dequantize_iq1_m(const void* src, float* dst, int64_t n) {
   }
 }
 
-// sum_b d_w d_x sum_ib (2 ls + 1) sum_j q_j x_j, times 1/8.
-float dot_iq2_xxs(const void* w, const void* xv, int64_t n) {
-  const auto* x = static_cast<const block_iq2_xxs*>(w);
+namespace {
+
+// IQ2_XXS and IQ3_XXS: sum_b d_w d_x sum_ib (2 ls + 1) sum_j q_j x_j, times
+// c (1/8, 1/4).
+template <typename Block, int (*Sub)(const Block&, int, int8_t*)>
+float dot_xxs(const void* w, const void* xv, int64_t n, float c) {
+  const auto* x = static_cast<const Block*>(w);
   const auto* y = static_cast<const block_q8_K*>(xv);
   int8_t q[kQK];
   float sumf = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     int32_t bsum = 0;
     for (int ib = 0; ib < kQK_K / kQK; ++ib) {
-      const int ls = 2 * iq2_xxs_sub(x[i], ib, q) + 1;
+      const int ls = 2 * Sub(x[i], ib, q) + 1;
       int sumi = 0;
       for (int l = 0; l < 4; ++l) sumi += dot8(q + 8 * l, y[i].qs + kQK * ib + 8 * l);
       bsum += sumi * ls;
     }
     sumf += half_to_float(x[i].d) * y[i].d * static_cast<float>(bsum);
   }
-  return 0.125f * sumf;
+  return c * sumf;
+}
+
+}  // namespace
+
+float dot_iq2_xxs(const void* w, const void* x, int64_t n) {
+  return dot_xxs<block_iq2_xxs, iq2_xxs_sub>(w, x, n, 0.125f);
+}
+float dot_iq3_xxs(const void* w, const void* x, int64_t n) {
+  return dot_xxs<block_iq3_xxs, iq3_xxs_sub>(w, x, n, 0.25f);
 }
 
 // As IQ2_XXS with a scale per 16 weights.
@@ -251,24 +258,6 @@ float dot_iq2_xs(const void* w, const void* x, int64_t n) {
 }
 float dot_iq2_s(const void* w, const void* x, int64_t n) {
   return dot_iq2_scaled16<block_iq2_s, iq2_s_group>(w, x, n);
-}
-
-float dot_iq3_xxs(const void* w, const void* xv, int64_t n) {
-  const auto* x = static_cast<const block_iq3_xxs*>(w);
-  const auto* y = static_cast<const block_q8_K*>(xv);
-  int8_t q[kQK];
-  float sumf = 0;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int32_t bsum = 0;
-    for (int ib = 0; ib < kQK_K / kQK; ++ib) {
-      const int ls = 2 * iq3_xxs_sub(x[i], ib, q) + 1;
-      int sumi = 0;
-      for (int l = 0; l < 4; ++l) sumi += dot8(q + 8 * l, y[i].qs + kQK * ib + 8 * l);
-      bsum += sumi * ls;
-    }
-    sumf += half_to_float(x[i].d) * y[i].d * static_cast<float>(bsum);
-  }
-  return 0.25f * sumf;
 }
 
 float dot_iq3_s(const void* w, const void* xv, int64_t n) {

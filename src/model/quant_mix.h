@@ -1,7 +1,7 @@
 // The type llama-quantize gives each tensor of a model for a file type
 // (llama_tensor_get_type without an importance matrix or per-tensor
-// overrides; for the IQ1-IQ3 file types, with one), for the files colibri writes: synth's random models and
-// convert's quantized ones. Decided by the tensor's name as llama-quantize
+// overrides; for the IQ1-IQ3 file types, with one), for the files colibri
+// writes: synth's random models and convert's quantized ones. Decided by the tensor's name as llama-quantize
 // decides it: output.weight (or a tied token_embd) Q6_K, more bits for
 // attn_v and ffn_down in some layers, Q8_0 attn_k/attn_v and Q5_K
 // attn_output in 8-expert models, and the fallbacks for rows that do not fill

@@ -419,11 +419,6 @@ inline __m512i points4_64(const uint32_t* g, const uint32_t* i) {
   auto pair = [&](int j) { return static_cast<int64_t>(g[i[2 * j]] | (static_cast<uint64_t>(g[i[2 * j + 1]]) << 32)); };
   return _mm512_setr_epi64(pair(0), pair(1), pair(2), pair(3), pair(4), pair(5), pair(6), pair(7));
 }
-inline uint64_t load_u64(const void* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
 
 // The decoded form of one block.
 struct IqGridBlock {
@@ -435,16 +430,6 @@ struct IqGridBlock {
 
 inline uint64_t scales4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   return a | (b << 16) | (static_cast<uint64_t>(c) << 32) | (static_cast<uint64_t>(d) << 48);
-}
-
-// The sign bytes of eight 7-bit fields (a 56-bit word): each field's byte
-// with its parity in bit 7 (iq2_signs, eight at a time).
-inline uint64_t iq2_sign_bytes(uint64_t fields) {
-  const uint64_t b = _pdep_u64(fields, 0x7F7F7F7F7F7F7F7Full);
-  uint64_t p = b ^ (b >> 4);
-  p ^= p >> 2;
-  p ^= p >> 1;
-  return b | ((p & 0x0101010101010101ull) << 7);
 }
 
 struct Iq2XxsDecoder {

@@ -234,15 +234,25 @@ inline uint32_t load_u32(const void* p) {
   return v;
 }
 
-// The sign bytes of four 7-bit fields (a 32-bit word's low 28 bits).
+inline uint64_t load_u64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// The sign bytes of eight 7-bit fields (a 56-bit word): each field's byte
+// with its parity in bit 7 (iq2_signs, eight at a time; both x86 levels have
+// BMI2).
+inline uint64_t iq2_sign_bytes(uint64_t fields) {
+  const uint64_t b = _pdep_u64(fields, 0x7F7F7F7F7F7F7F7Full);
+  uint64_t p = b ^ (b >> 4);
+  p ^= p >> 2;
+  p ^= p >> 1;
+  return b | ((p & 0x0101010101010101ull) << 7);
+}
+// Four fields (a 32-bit word's low 28 bits).
 inline uint32_t iq2_sign_word(uint32_t fields) {
-  static constexpr auto kSigns = [] {
-    std::array<uint8_t, 128> t{};
-    for (uint32_t i = 0; i < 128; ++i) t[i] = iq2_signs(i);
-    return t;
-  }();
-  return kSigns[fields & 127] | (kSigns[(fields >> 7) & 127] << 8) | (kSigns[(fields >> 14) & 127] << 16) |
-         (static_cast<uint32_t>(kSigns[(fields >> 21) & 127]) << 24);
+  return static_cast<uint32_t>(iq2_sign_bytes(fields & 0x0FFFFFFF));
 }
 
 // q8 with lane j negated where bit j of `signs` is set.

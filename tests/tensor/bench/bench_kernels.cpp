@@ -76,8 +76,11 @@ void run(benchmark::State& state, DType t, Isa isa, int64_t n_tok) {
 }
 
 const int kRegistered = [] {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                  DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4})
+  for (DType t :
+       {DType::F32,     DType::F16,    DType::BF16,   DType::Q8_0,    DType::Q4_0,  DType::Q4_1,
+        DType::Q5_0,    DType::Q5_1,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,  DType::Q5_K,
+        DType::Q6_K,    DType::MXFP4,  DType::IQ4_NL, DType::IQ4_XS,  DType::IQ1_S, DType::IQ1_M,
+        DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,  DType::IQ3_XXS, DType::IQ3_S})
     for (Isa isa : kAllIsas)
       for (int64_t n_tok : {1, 8, 64}) {
         const std::string name = (n_tok == 1 ? std::string("matvec/") : "matmul" + std::to_string(n_tok) + "/") +

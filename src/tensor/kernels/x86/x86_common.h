@@ -228,6 +228,12 @@ float dot_iq4_xs(const void* w, const void* xv, int64_t n) {
 // the activations carrying the points' signs, per-block integer sums exact as
 // the reference's and its float expression on them, block after block ----
 
+inline uint32_t load_u16(const void* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
 inline uint32_t load_u32(const void* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);

@@ -236,8 +236,8 @@ TEST(GoldenPresence, SharedDataAvailable) {
 }
 
 TEST(GoldenPresence, RepoDataAvailable) {
-  EXPECT_EQ(golden_params(kRepoGolden).size(), 4u + 4u)
-      << "expected 4 models and 4 dequant references";
+  EXPECT_EQ(golden_params(kRepoGolden).size(), 5u + 5u)
+      << "expected 5 models and 5 dequant references";
 }
 
 // llama2.c's run.c greedy output from the empty prompt, for the dense model

@@ -147,6 +147,16 @@ TEST(Identical, EveryGoldenModelEveryBudgetAndPolicy) {
   EXPECT_GT(n, 0);
 }
 
+// An expert whose gate and up differ in type (tests/data/golden's mixed file:
+// Q4_K gate and Q8_0 up in layer 0, IQ4_XS and Q6_K in layer 1): the same
+// logits from every budget as from the mapped store.
+TEST(Identical, GateAndUpOfDifferentTypes) {
+  std::vector<Variant> vs;
+  for (int slots : {1, 2, 0, -1}) vs.push_back({slots, "lru", "uring", true, false, false});
+  vs.push_back({1, "lfu-decay", "uring", true, true, true});
+  check_model(fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden/qwen3moe-h256-mixed.gguf", vs);
+}
+
 TEST(Identical, IoEnginesDirectIoAndConcurrentPrefetch) {
   std::vector<fs::path> models;
   for (const char* name : {"qwen3moe-q4_0.gguf", "mixtral-q4_0.gguf", "olmoe-q8_0.gguf",

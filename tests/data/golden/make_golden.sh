@@ -57,6 +57,7 @@ qwen3moe-h256-iq4_xs qwen3moe-h256-f16 IQ4_XS
 deepseek-v3-iq4_nl deepseek-v3-f32 IQ4_NL
 qwen3moe-h256-iq1_s qwen3moe-h256-f16 IQ1_S --imatrix IMATRIX --tensor-type ffn_down_exps=iq1_m
 qwen3moe-h256-iq3_xxs qwen3moe-h256-f16 IQ3_XXS --imatrix IMATRIX --tensor-type ffn_down_exps=iq2_xs
+qwen3moe-h256-mixed qwen3moe-h256-f16 Q4_K_M --tensor-type blk\.0\.ffn_up_exps=q8_0 --tensor-type blk\.1\.ffn_up_exps=q6_k --tensor-type blk\.1\.ffn_gate_exps=iq4_xs
 LIST
 
 # The type llama-quantize gives each tensor in each IQ1-IQ3 file type (with

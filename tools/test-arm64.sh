@@ -65,7 +65,7 @@ if [ -d "$shared/golden" ]; then
   g='Models/Golden.MatchesLlamaCpp'
   filter="$g/qwen3moe_q4_0:$g/olmoe_q8_0:$g/mixtral_q4_0:$g/qwen3moe_h256_q4_k_m:$g/qwen3moe_h256_q6_k"
   filter+=":$g/gptoss_mxfp4*:$g/qwen3moe_h256_iq4_xs:$g/deepseek_v3_iq4_nl:$g/qwen3moe_h256_iq1_s*"
-  filter+=":$g/qwen3moe_h256_iq3_xxs*"
+  filter+=":$g/qwen3moe_h256_iq3_xxs*:$g/qwen3moe_h256_mixed"
   step "golden subset, -cpu max" "$qemu" -cpu max $bin/tests/golden/test_golden --gtest_filter="$filter"
   step "golden q4_0 and mxfp4, -cpu cortex-a53" "$qemu" -cpu cortex-a53 $bin/tests/golden/test_golden \
     --gtest_filter="$g/qwen3moe_q4_0:$g/mixtral_q4_0:$g/gptoss_mxfp4*:$g/qwen3moe_h256_iq4_xs:$g/qwen3moe_h256_iq1_s"

@@ -405,8 +405,14 @@ struct Iq4XsKernel {
 // vpmaddubsw pairs them (at most 2 x 62 x 127) and vpdpwssd applies each
 // 16's scale: per (row, token) and block the reference's exact integer sum,
 // times d_w x d_x and the type's constant, in one float chain.
+//
+// The K-quants with mins (Q2_K, Q5_K) run in the same tile: their values are
+// unsigned (no sign mask), and per 16 weights a min meets the activations'
+// sum over those 16 (Q8_K's bsums, one vpmaddwd a token), taken off in the
+// same float chain: the reference's d x isum - dmin x summs.
 struct IqGridAct {
   __m512i y[4];
+  __m256i bsums;  // sums over each 16 weights (Q8_K's)
   float d;
 };
 
@@ -608,6 +614,72 @@ struct Iq1MDecoder {
   }
 };
 
+// A K-quant block decoded: the values as magnitudes, no signs, and its mins.
+struct KMinBlock : IqGridBlock {
+  __m256i min16;  // the min of each 16 weights
+  float dmin;
+};
+
+// Q2_K: quarter k holds the 2-bit fields 2 (k % 2) and 2 (k % 2) + 1 of
+// qs[32 (k / 2) ...]; a scale (low nibble) and a min (high nibble) per 16.
+struct Q2KDecoder {
+  using Block = block_q2_K;
+  using Out = KMinBlock;
+  static void decode(const Block& b, const IqGrids&, KMinBlock& o) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
+    for (int k = 0; k < 4; ++k) {
+      __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2))));
+      if (k % 2) q = _mm512_srli_epi16(q, 4);
+      o.mag[k] = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m3);
+      o.neg[k] = 0;
+      o.sc[k] = _pdep_u64(_pext_u32(load_u32(b.scales + 4 * k), 0x0F0F0F0Fu), 0x000F000F000F000Full);
+    }
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    o.min16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)));
+    o.d = h2f(b.d);
+    o.dmin = h2f(b.dmin);
+  }
+};
+
+// Q5_K: quarter k is sub-blocks 2k (low nibbles of qs[32 k ...], fifth bit
+// 2k of qh) and 2k + 1 (high nibbles, bit 2k + 1); 6-bit scales and mins per 32.
+struct Q5KDecoder {
+  using Block = block_q5_K;
+  using Out = KMinBlock;
+  static void decode(const Block& b, const IqGrids&, KMinBlock& o) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
+    // The 12 scale bytes as 8 scales (sc) and 8 mins (mn), a byte each.
+    const uint64_t lo = load_u64(b.scales);
+    const uint32_t w2 = load_u32(b.scales + 8);
+    const uint64_t six = 0x3F3F3F3F3F3F3F3Full, four = 0x0F0F0F0F, two = 0x03030303;
+    const uint32_t w0 = static_cast<uint32_t>(lo), w1 = static_cast<uint32_t>(lo >> 32);
+    const uint64_t sc = (w0 & six) | static_cast<uint64_t>((w2 & four) | (((w0 >> 6) & two) << 4)) << 32;
+    const uint64_t mn = (w1 & six) | static_cast<uint64_t>(((w2 >> 4) & four) | (((w1 >> 6) & two) << 4)) << 32;
+    const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn));
+    o.min16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    for (int k = 0; k < 4; ++k) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
+      const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
+                                           _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
+      const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
+                                             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
+      o.mag[k] = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh, bit), v, _mm512_set1_epi8(16));
+      o.neg[k] = 0;
+      // Scales 2k, 2k, 2k + 1, 2k + 1 as the four 16-bit fields.
+      const uint64_t pair = _pdep_u64(sc >> (16 * k), 0x000000FF000000FFull);
+      o.sc[k] = pair | (pair << 16);
+    }
+    o.d = h2f(b.d);
+    o.dmin = h2f(b.dmin);
+  }
+};
+
+// Decoders of blocks with mins name their decoded form.
+template <typename D>
+concept HasMins = requires { typename D::Out; };
+
 template <typename D>
 struct IqGridKernel {
   using Act = IqGridAct;
@@ -618,6 +690,7 @@ struct IqGridKernel {
   static constexpr size_t kBlockBytes = sizeof(typename D::Block);
   static void prep(const XBlock* xb, int, Act& a) {
     for (int k = 0; k < 4; ++k) a.y[k] = _mm512_loadu_si512(xb->qs + 64 * k);
+    a.bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb->bsums));
     a.d = xb->d;
   }
 
@@ -631,7 +704,8 @@ struct IqGridKernel {
     alignas(64) int16_t v[32];
     for (int l = 0; l < 32; ++l) v[l] = static_cast<int16_t>(l / 8);
     const __m512i sel = _mm512_load_si512(v);
-    IqGridBlock blk;
+    constexpr bool kMins = HasMins<D>;
+    std::conditional_t<kMins, KMinBlock, IqGridBlock> blk;
     const IqGrids& grids = iq_grids();
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < R; ++r) {
@@ -645,10 +719,16 @@ struct IqGridKernel {
           const IqGridAct& a = act[t][b];
           __m512i s = _mm512_setzero_si512();
           for (int k = 0; k < 4; ++k) {
-            const __m512i ys = _mm512_mask_sub_epi8(a.y[k], blk.neg[k], _mm512_setzero_si512(), a.y[k]);
+            __m512i ys = a.y[k];
+            if constexpr (!kMins) ys = _mm512_mask_sub_epi8(ys, blk.neg[k], _mm512_setzero_si512(), ys);
             s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(blk.mag[k], ys), scv[k]);
           }
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(blk.d * a.d), acc[r][t]);
+          if constexpr (kMins) {
+            // The mins' 8 partial sums in the low half; the tile's lanes are summed at the end.
+            const __m512i m = _mm512_zextsi256_si512(_mm256_madd_epi16(blk.min16, a.bsums));
+            acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(blk.dmin * a.d), acc[r][t]);
+          }
         }
       }
     }
@@ -1466,6 +1546,8 @@ void add_avx512_kernels(KernelTable& t) {
   add_iq_grid<Iq3SDecoder>(t, DType::IQ3_S);
   add_iq_grid<Iq1SDecoder>(t, DType::IQ1_S);
   add_iq_grid<Iq1MDecoder>(t, DType::IQ1_M);
+  add_iq_grid<Q2KDecoder>(t, DType::Q2_K);
+  add_iq_grid<Q5KDecoder>(t, DType::Q5_K);
   t.quantize[slot(DType::Q8_0)] = quantize_q8_0_512;
   t.rms_norm = rms_norm_512;
   t.silu_mul = silu_mul_512;

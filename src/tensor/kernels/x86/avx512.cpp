@@ -654,21 +654,28 @@ struct Q3KDecoder {
     // bits of scale i at bit 2 (i / 4) of byte 8 + i % 4; bias 32.
     const __m128i s8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales));
     const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(3);
-    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(s8, m4), _mm_and_si128(_mm_srli_epi16(s8, 4), m4));
+    const __m128i lo =
+        _mm_unpacklo_epi64(_mm_and_si128(s8, m4), _mm_and_si128(_mm_srli_epi16(s8, 4), m4));
     const __m128i hi =
-        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(load_u32(b.scales + 8))), _mm_setr_epi32(0, 2, 4, 6)), m2);
-    const __m256i sc16 =
-        _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
+        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(load_u32(b.scales + 8))),
+                                     _mm_setr_epi32(0, 2, 4, 6)),
+                      m2);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(
+        _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
     o.min16 = _mm256_slli_epi16(sc16, 2);
     const __m512i m3 = _mm512_set1_epi8(3);
-    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
-    const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
+    const __m512i shift =
+        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
+    const __m512i hm =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
     for (int k = 0; k < 4; ++k) {
-      __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2))));
+      __m512i q = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2))));
       if (k % 2) q = _mm512_srli_epi16(q, 4);
       const __m512i v = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m3);
-      const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
-                                             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
+      const __m512i bit =
+          _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
+                             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
       o.mag[k] = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, _mm512_set1_epi8(4));
       o.neg[k] = 0;
     }

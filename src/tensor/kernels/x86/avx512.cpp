@@ -627,13 +627,16 @@ struct Q2KDecoder {
   using Out = KMinBlock;
   static void decode(const Block& b, const IqGrids&, KMinBlock& o) {
     const __m512i m3 = _mm512_set1_epi8(3);
-    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
+    const __m512i shift =
+        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
     for (int k = 0; k < 4; ++k) {
-      __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2))));
+      __m512i q = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2))));
       if (k % 2) q = _mm512_srli_epi16(q, 4);
       o.mag[k] = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m3);
       o.neg[k] = 0;
-      o.sc[k] = _pdep_u64(_pext_u32(load_u32(b.scales + 4 * k), 0x0F0F0F0Fu), 0x000F000F000F000Full);
+      o.sc[k] =
+          _pdep_u64(_pext_u32(load_u32(b.scales + 4 * k), 0x0F0F0F0Fu), 0x000F000F000F000Full);
     }
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     o.min16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)));
@@ -695,22 +698,26 @@ struct Q5KDecoder {
   using Out = KMinBlock;
   static void decode(const Block& b, const IqGrids&, KMinBlock& o) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
+    const __m512i qh =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
     // The 12 scale bytes as 8 scales (sc) and 8 mins (mn), a byte each.
     const uint64_t lo = load_u64(b.scales);
     const uint32_t w2 = load_u32(b.scales + 8);
     const uint64_t six = 0x3F3F3F3F3F3F3F3Full, four = 0x0F0F0F0F, two = 0x03030303;
     const uint32_t w0 = static_cast<uint32_t>(lo), w1 = static_cast<uint32_t>(lo >> 32);
-    const uint64_t sc = (w0 & six) | static_cast<uint64_t>((w2 & four) | (((w0 >> 6) & two) << 4)) << 32;
-    const uint64_t mn = (w1 & six) | static_cast<uint64_t>(((w2 >> 4) & four) | (((w1 >> 6) & two) << 4)) << 32;
+    const uint64_t sc = (w0 & six) | static_cast<uint64_t>((w2 & four) | (((w0 >> 6) & two) << 4))
+                                         << 32;
+    const uint64_t mn =
+        (w1 & six) | static_cast<uint64_t>(((w2 >> 4) & four) | (((w1 >> 6) & two) << 4)) << 32;
     const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn));
     o.min16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     for (int k = 0; k < 4; ++k) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
       const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
                                            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
-      const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
-                                             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
+      const __m512i bit =
+          _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
+                             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
       o.mag[k] = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh, bit), v, _mm512_set1_epi8(16));
       o.neg[k] = 0;
       // Scales 2k, 2k, 2k + 1, 2k + 1 as the four 16-bit fields.
@@ -724,7 +731,9 @@ struct Q5KDecoder {
 
 // Decoders of blocks with mins name their decoded form.
 template <typename D>
-concept HasMins = requires { typename D::Out; };
+concept HasMins = requires {
+  typename D::Out;
+};
 
 template <typename D>
 struct IqGridKernel {
@@ -766,14 +775,16 @@ struct IqGridKernel {
           __m512i s = _mm512_setzero_si512();
           for (int k = 0; k < 4; ++k) {
             __m512i ys = a.y[k];
-            if constexpr (!kMins) ys = _mm512_mask_sub_epi8(ys, blk.neg[k], _mm512_setzero_si512(), ys);
+            if constexpr (!kMins)
+              ys = _mm512_mask_sub_epi8(ys, blk.neg[k], _mm512_setzero_si512(), ys);
             s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(blk.mag[k], ys), scv[k]);
           }
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(blk.d * a.d), acc[r][t]);
           if constexpr (kMins) {
             // The mins' 8 partial sums in the low half; the tile's lanes are summed at the end.
             const __m512i m = _mm512_zextsi256_si512(_mm256_madd_epi16(blk.min16, a.bsums));
-            acc[r][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(blk.dmin * a.d), acc[r][t]);
+            acc[r][t] =
+                _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(blk.dmin * a.d), acc[r][t]);
           }
         }
       }

@@ -620,20 +620,34 @@ struct KMinBlock : IqGridBlock {
   float dmin;
 };
 
-// Q2_K: quarter k holds the 2-bit fields 2 (k % 2) and 2 (k % 2) + 1 of
-// qs[32 (k / 2) ...]; a scale (low nibble) and a min (high nibble) per 16.
+// Quarter k's 2-bit fields of Q2_K's and Q3_K's qs: fields 2 (k % 2) and
+// 2 (k % 2) + 1 of qs[32 (k / 2) ...], its first and second 32 weights.
+inline __m512i k_quant_2bits(const uint8_t* qs, int k) {
+  __m512i q = _mm512_broadcast_i64x4(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (k / 2))));
+  if (k % 2) q = _mm512_srli_epi16(q, 4);
+  const __m512i shift =
+      _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
+  return _mm512_and_si512(_mm512_srlv_epi16(q, shift), _mm512_set1_epi8(3));
+}
+
+// v plus `add` where quarter k's high bit is set: bit 2k of the 32 bytes
+// `bits` (broadcast to both halves) for its first 32 weights, 2k + 1 for the
+// next (Q3_K's hmask, Q5_K's qh).
+inline __m512i add_high_bit(__m512i v, __m512i bits, int k, char add) {
+  const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
+                                         _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
+  return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(bits, bit), v, _mm512_set1_epi8(add));
+}
+
+// Q2_K: the 2-bit fields as they are; a scale (low nibble) and a min (high
+// nibble) per 16.
 struct Q2KDecoder {
   using Block = block_q2_K;
   using Out = KMinBlock;
   static void decode(const Block& b, const IqGrids&, KMinBlock& o) {
-    const __m512i m3 = _mm512_set1_epi8(3);
-    const __m512i shift =
-        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
     for (int k = 0; k < 4; ++k) {
-      __m512i q = _mm512_broadcast_i64x4(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2))));
-      if (k % 2) q = _mm512_srli_epi16(q, 4);
-      o.mag[k] = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m3);
+      o.mag[k] = k_quant_2bits(b.qs, k);
       o.neg[k] = 0;
       o.sc[k] =
           _pdep_u64(_pext_u32(load_u32(b.scales + 4 * k), 0x0F0F0F0Fu), 0x000F000F000F000Full);
@@ -646,9 +660,8 @@ struct Q2KDecoder {
 };
 
 // Q3_K: values q2 + 4 hbit - 4 with signed 6-bit scales: the magnitudes q2
-// + 4 hbit (Q2_K's fields; hbit from hmask bit 2k for the quarter's first 32
-// weights, 2k + 1 for the next, as Q5_K's fifth bits), and the - 4 as a min
-// of 4 scale per 16 weights with dmin = d.
+// + 4 hbit (Q2_K's fields, hbit from hmask as Q5_K's fifth bits from qh),
+// and the - 4 as a min of 4 scale per 16 weights with dmin = d.
 struct Q3KDecoder {
   using Block = block_q3_K;
   using Out = KMinBlock;
@@ -666,20 +679,10 @@ struct Q3KDecoder {
     const __m256i sc16 = _mm256_cvtepi8_epi16(
         _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
     o.min16 = _mm256_slli_epi16(sc16, 2);
-    const __m512i m3 = _mm512_set1_epi8(3);
-    const __m512i shift =
-        _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);  // 0 | 2
     const __m512i hm =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
     for (int k = 0; k < 4; ++k) {
-      __m512i q = _mm512_broadcast_i64x4(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2))));
-      if (k % 2) q = _mm512_srli_epi16(q, 4);
-      const __m512i v = _mm512_and_si512(_mm512_srlv_epi16(q, shift), m3);
-      const __m512i bit =
-          _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
-                             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
-      o.mag[k] = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, _mm512_set1_epi8(4));
+      o.mag[k] = add_high_bit(k_quant_2bits(b.qs, k), hm, k, 4);
       o.neg[k] = 0;
     }
     o.sc[0] = static_cast<uint64_t>(_mm256_extract_epi64(sc16, 0));
@@ -691,8 +694,8 @@ struct Q3KDecoder {
   }
 };
 
-// Q5_K: quarter k is sub-blocks 2k (low nibbles of qs[32 k ...], fifth bit
-// 2k of qh) and 2k + 1 (high nibbles, bit 2k + 1); 6-bit scales and mins per 32.
+// Q5_K: quarter k is sub-blocks 2k (low nibbles of qs[32 k ...]) and 2k + 1
+// (high nibbles), fifth bits from qh; 6-bit scales and mins per 32.
 struct Q5KDecoder {
   using Block = block_q5_K;
   using Out = KMinBlock;
@@ -715,10 +718,7 @@ struct Q5KDecoder {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
       const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
                                            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
-      const __m512i bit =
-          _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * k))),
-                             _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))), 1);
-      o.mag[k] = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh, bit), v, _mm512_set1_epi8(16));
+      o.mag[k] = add_high_bit(v, qh, k, 16);
       o.neg[k] = 0;
       // Scales 2k, 2k, 2k + 1, 2k + 1 as the four 16-bit fields.
       const uint64_t pair = _pdep_u64(sc >> (16 * k), 0x000000FF000000FFull);

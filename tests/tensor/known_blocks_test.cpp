@@ -222,5 +222,23 @@ TEST(KnownBlocks, FloatTypes) {
   EXPECT_EQ(y[1], -3.0f);
 }
 
+// The eight 6-bit scales and mins of a q4_K/q5_K block read at once equal
+// those read one by one.
+TEST(KnownBlocks, K4ScalesMinsAtOnceEqualOneByOne) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 1000; ++i) {
+    uint8_t q[12];
+    for (uint8_t& b : q) b = static_cast<uint8_t>(rng());
+    uint64_t sc, m;
+    k4_scales_mins(q, &sc, &m);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t s1, m1;
+      k4_scale_min(j, q, &s1, &m1);
+      EXPECT_EQ((sc >> (8 * j)) & 0xFF, s1) << "scale " << j;
+      EXPECT_EQ((m >> (8 * j)) & 0xFF, m1) << "min " << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace colibri

@@ -614,7 +614,8 @@ struct Iq1MDecoder {
   }
 };
 
-// A K-quant block decoded: the values as magnitudes, no signs, and its mins.
+// A K-quant block decoded: the values as magnitudes and its mins (the tile
+// reads no sign mask for these).
 struct KMinBlock : IqGridBlock {
   __m256i min16;  // the min of each 16 weights
   float dmin;
@@ -648,7 +649,6 @@ struct Q2KDecoder {
   static void decode(const Block& b, const IqGrids&, KMinBlock& o) {
     for (int k = 0; k < 4; ++k) {
       o.mag[k] = k_quant_2bits(b.qs, k);
-      o.neg[k] = 0;
       o.sc[k] =
           _pdep_u64(_pext_u32(load_u32(b.scales + 4 * k), 0x0F0F0F0Fu), 0x000F000F000F000Full);
     }
@@ -683,7 +683,6 @@ struct Q3KDecoder {
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
     for (int k = 0; k < 4; ++k) {
       o.mag[k] = add_high_bit(k_quant_2bits(b.qs, k), hm, k, 4);
-      o.neg[k] = 0;
     }
     o.sc[0] = static_cast<uint64_t>(_mm256_extract_epi64(sc16, 0));
     o.sc[1] = static_cast<uint64_t>(_mm256_extract_epi64(sc16, 1));
@@ -703,15 +702,8 @@ struct Q5KDecoder {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m512i qh =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
-    // The 12 scale bytes as 8 scales (sc) and 8 mins (mn), a byte each.
-    const uint64_t lo = load_u64(b.scales);
-    const uint32_t w2 = load_u32(b.scales + 8);
-    const uint64_t six = 0x3F3F3F3F3F3F3F3Full, four = 0x0F0F0F0F, two = 0x03030303;
-    const uint32_t w0 = static_cast<uint32_t>(lo), w1 = static_cast<uint32_t>(lo >> 32);
-    const uint64_t sc = (w0 & six) | static_cast<uint64_t>((w2 & four) | (((w0 >> 6) & two) << 4))
-                                         << 32;
-    const uint64_t mn =
-        (w1 & six) | static_cast<uint64_t>(((w2 >> 4) & four) | (((w1 >> 6) & two) << 4)) << 32;
+    uint64_t sc, mn;  // a byte each
+    k4_scales_mins(b.scales, &sc, &mn);
     const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn));
     o.min16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     for (int k = 0; k < 4; ++k) {
@@ -719,7 +711,6 @@ struct Q5KDecoder {
       const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, m4)),
                                            _mm256_and_si256(_mm256_srli_epi16(q, 4), m4), 1);
       o.mag[k] = add_high_bit(v, qh, k, 16);
-      o.neg[k] = 0;
       // Scales 2k, 2k, 2k + 1, 2k + 1 as the four 16-bit fields.
       const uint64_t pair = _pdep_u64(sc >> (16 * k), 0x000000FF000000FFull);
       o.sc[k] = pair | (pair << 16);

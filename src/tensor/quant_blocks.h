@@ -265,12 +265,13 @@ inline void k4_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // All eight at once: scale j (mins: min j) in byte j of *sc (*m), the same
 // fields as k4_scale_min, for kernels that take them as a word.
 inline void k4_scales_mins(const uint8_t* q, uint64_t* sc, uint64_t* m) {
-  uint32_t w[3];
-  std::memcpy(w, q, 12);
+  uint32_t w0, w1, w2;  // three word loads (a 12-byte copy can go through the stack)
+  std::memcpy(&w0, q, 4);
+  std::memcpy(&w1, q + 4, 4);
+  std::memcpy(&w2, q + 8, 4);
   const uint32_t six = 0x3F3F3F3F, four = 0x0F0F0F0F, two = 0x03030303;
-  *sc = (w[0] & six) | static_cast<uint64_t>((w[2] & four) | (((w[0] >> 6) & two) << 4)) << 32;
-  *m = (w[1] & six) | static_cast<uint64_t>(((w[2] >> 4) & four) | (((w[1] >> 6) & two) << 4))
-                          << 32;
+  *sc = (w0 & six) | static_cast<uint64_t>((w2 & four) | (((w0 >> 6) & two) << 4)) << 32;
+  *m = (w1 & six) | static_cast<uint64_t>(((w2 >> 4) & four) | (((w1 >> 6) & two) << 4)) << 32;
 }
 
 // The inverse of k4_scale_min: the 12 bytes holding the 6-bit scales sc and

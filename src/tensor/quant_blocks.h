@@ -264,7 +264,7 @@ inline void k4_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 
 // All eight at once: scale j (mins: min j) in byte j of *sc (*m), the same
 // fields as k4_scale_min, for kernels that take them as a word.
-inline void k4_scales_mins(const uint8_t* q, uint64_t* sc, uint64_t* m) {
+[[gnu::always_inline]] inline void k4_scales_mins(const uint8_t* q, uint64_t* sc, uint64_t* m) {
   uint32_t w0, w1, w2;  // three word loads (a 12-byte copy can go through the stack)
   std::memcpy(&w0, q, 4);
   std::memcpy(&w1, q + 4, 4);

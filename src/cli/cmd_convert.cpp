@@ -34,17 +34,16 @@ int convert(const ConvertArgs& a) {
   o.name = a.name;
   o.n_threads = a.n_threads;
   // The K-quant and IQ4 file types as llama-quantize mixes them.
-  static const std::map<std::string, QuantMix> kMixes = {{"q4_k_m", QuantMix::kQ4_K_M},
-                                                         {"q5_k_m", QuantMix::kQ5_K_M},
-                                                         {"q6_k", QuantMix::kQ6_K},
-                                                         {"iq4_nl", QuantMix::kIQ4_NL},
-                                                         {"iq4_xs", QuantMix::kIQ4_XS}};
+  static const std::map<std::string, QuantMix> kMixes = {
+      {"q2_k", QuantMix::kQ2_K},     {"q3_k_m", QuantMix::kQ3_K_M}, {"q4_k_m", QuantMix::kQ4_K_M},
+      {"q5_k_m", QuantMix::kQ5_K_M}, {"q6_k", QuantMix::kQ6_K},     {"iq4_nl", QuantMix::kIQ4_NL},
+      {"iq4_xs", QuantMix::kIQ4_XS}};
   if (a.type != "auto") {
     auto it = kTypes.find(a.type);
     auto mix = kMixes.find(a.type);
     CLB_CHECK(it != kTypes.end() || mix != kMixes.end(),
               "unknown type '%s' (known: auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-              "q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs)",
+              "q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs)",
               a.type.c_str());
     if (it != kTypes.end()) o.type = it->second;
     else o.mix = mix->second;
@@ -76,7 +75,8 @@ Runner add_convert(CLI::App& app) {
   c->add_option(
        "--type", a->type,
        "type of the matrices: auto (as stored: f32, f16 or bf16), f32, f16, bf16, q8_0, "
-       "q4_0, q4_1, q5_0, q5_1 (every matrix in that type); q4_k_m, q5_k_m, q6_k, iq4_nl, "
+       "q4_0, q4_1, q5_0, q5_1 (every matrix in that type); q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, "
+       "iq4_nl, "
        "iq4_xs (each matrix in the type llama-quantize gives it in that file type, the same "
        "bytes); vectors and routers stay f32")
       ->capture_default_str();

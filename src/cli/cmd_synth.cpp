@@ -32,7 +32,10 @@ int synth(const SynthArgs& a) {
   const SynthShape* shape = find_synth_shape(a.shape);
   CLB_CHECK(shape != nullptr, "unknown shape '%s' (known: %s)", a.shape.c_str(), synth_shape_names().c_str());
   std::optional<SynthType> type = parse_synth_type(a.type);
-  CLB_CHECK(type.has_value(), "unknown type '%s' (known: f32, f16, q8_0, q4_0, q4_k_m, mxfp4_moe, iq4_nl, iq4_xs, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq2_m, iq3_xxs)", a.type.c_str());
+  CLB_CHECK(type.has_value(),
+            "unknown type '%s' (known: f32, f16, q8_0, q4_0, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, "
+            "mxfp4_moe, iq4_nl, iq4_xs, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq2_m, iq3_xxs)",
+            a.type.c_str());
   // --router-skew alone asks for Zipf routing, as it did before --routing.
   const std::string routing_name = !a.routing.empty() ? a.routing : a.router_skew_given ? "zipf" : "natural";
   std::optional<SynthRouting> routing = parse_synth_routing(routing_name);
@@ -80,8 +83,11 @@ Runner add_synth(CLI::App& app) {
   CLI::App* c = app.add_subcommand("synth", "write a random-weight model of a real model's shape");
   c->add_option("--shape", a->shape, "model shape: " + synth_shape_names())->required();
   c->add_option("--type", a->type,
-                "file type as llama-quantize names it: f32, f16, q8_0, q4_0, q4_k_m, mxfp4_moe (routed experts "
-                "in MXFP4, the rest Q8_0), iq4_nl, iq4_xs, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq2_m, iq3_xxs "
+                "file type as llama-quantize names it: f32, f16, q8_0, q4_0, q2_k, q3_k_m, q4_k_m, "
+                "q5_k_m, q6_k, "
+                "mxfp4_moe (routed experts "
+                "in MXFP4, the rest Q8_0), iq4_nl, iq4_xs, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, "
+                "iq2_m, iq3_xxs "
                 "(the types llama-quantize gives each tensor with an importance matrix)")
       ->capture_default_str();
   c->add_option("--vocab", a->vocab, "vocab GGUF whose tokenizer is copied (cut or padded to the shape's size)")

@@ -169,11 +169,12 @@ HfConvertReport convert_folder(const HfConvertOptions& o) {
   CLB_CHECK(!(o.type && o.mix), "convert: a type and a file type both given");
   if (o.type) {
     const DType t = *o.type;
-    CLB_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
-                  t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1,
-              "output type %s is not converted to (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1; "
-              "llama-quantize's file types q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs as a mix)",
-              dtype_name(t));
+    CLB_CHECK(
+        t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
+            t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1,
+        "output type %s is not converted to (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1; "
+        "llama-quantize's file types q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs as a mix)",
+        dtype_name(t));
   }
 
   GgufWriter w;

@@ -4,10 +4,12 @@ namespace colibri {
 
 namespace {
 
-constexpr QuantMix kMixes[] = {QuantMix::kQ8_0,    QuantMix::kQ4_0,   QuantMix::kQ4_K_M, QuantMix::kQ5_K_M,
-                               QuantMix::kQ6_K,    QuantMix::kIQ4_NL, QuantMix::kIQ4_XS, QuantMix::kMXFP4_MOE,
-                               QuantMix::kIQ1_S,   QuantMix::kIQ1_M,  QuantMix::kIQ2_XXS, QuantMix::kIQ2_XS,
-                               QuantMix::kIQ2_S,   QuantMix::kIQ2_M,  QuantMix::kIQ3_XXS};
+constexpr QuantMix kMixes[] = {QuantMix::kQ8_0,      QuantMix::kQ4_0,   QuantMix::kQ2_K,
+                               QuantMix::kQ3_K_M,    QuantMix::kQ4_K_M, QuantMix::kQ5_K_M,
+                               QuantMix::kQ6_K,      QuantMix::kIQ4_NL, QuantMix::kIQ4_XS,
+                               QuantMix::kMXFP4_MOE, QuantMix::kIQ1_S,  QuantMix::kIQ1_M,
+                               QuantMix::kIQ2_XXS,   QuantMix::kIQ2_XS, QuantMix::kIQ2_S,
+                               QuantMix::kIQ2_M,     QuantMix::kIQ3_XXS};
 
 }  // namespace
 
@@ -15,6 +17,10 @@ DType quant_mix_base(QuantMix m) {
   switch (m) {
     case QuantMix::kQ8_0: return DType::Q8_0;
     case QuantMix::kQ4_0: return DType::Q4_0;
+    case QuantMix::kQ2_K:
+      return DType::Q2_K;
+    case QuantMix::kQ3_K_M:
+      return DType::Q3_K;
     case QuantMix::kQ4_K_M: return DType::Q4_K;
     case QuantMix::kQ5_K_M: return DType::Q5_K;
     case QuantMix::kQ6_K: return DType::Q6_K;
@@ -76,6 +82,10 @@ const char* quant_mix_name(QuantMix m) {
   switch (m) {
     case QuantMix::kQ8_0: return "q8_0";
     case QuantMix::kQ4_0: return "q4_0";
+    case QuantMix::kQ2_K:
+      return "q2_k";
+    case QuantMix::kQ3_K_M:
+      return "q3_k_m";
     case QuantMix::kQ4_K_M: return "q4_k_m";
     case QuantMix::kQ5_K_M: return "q5_k_m";
     case QuantMix::kQ6_K: return "q6_k";
@@ -97,6 +107,10 @@ uint32_t quant_mix_file_type(QuantMix m) {
   switch (m) {
     case QuantMix::kQ8_0: return 7;
     case QuantMix::kQ4_0: return 2;
+    case QuantMix::kQ2_K:
+      return 10;
+    case QuantMix::kQ3_K_M:
+      return 12;
     case QuantMix::kQ4_K_M: return 15;
     case QuantMix::kQ5_K_M: return 17;
     case QuantMix::kQ6_K: return 18;
@@ -178,7 +192,12 @@ DType quant_mix_type(QuantMix m, const QuantMixModel& model, std::string_view na
     // the file's type
   } else if (contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight") ||
              contains(name, "attn_v.weight")) {
-    if (iq4 && model.n_gqa >= 4) type = DType::Q5_K;
+    if (m == QuantMix::kQ2_K)
+      type = model.n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
+    else if (m == QuantMix::kQ3_K_M)
+      type = layer < 2 ? DType::Q5_K : DType::Q4_K;
+    else if (iq4 && model.n_gqa >= 4)
+      type = DType::Q5_K;
     else if (k_m && more_bits(layer, model.n_attn_v)) type = DType::Q6_K;
     if (model.n_expert == 8) type = DType::Q8_0;
   } else if (contains(name, "attn_k.weight")) {
@@ -186,11 +205,21 @@ DType quant_mix_type(QuantMix m, const QuantMixModel& model, std::string_view na
   } else if (contains(name, "attn_q.weight")) {
     // the file's type
   } else if (contains(name, "attn_output.weight")) {
-    if ((m == QuantMix::kQ4_K_M || iq4) && model.n_expert == 8) type = DType::Q5_K;
+    const bool k_low = m == QuantMix::kQ2_K || m == QuantMix::kQ3_K_M;
+    if (model.n_expert == 8) {
+      if (m == QuantMix::kQ4_K_M || iq4 || k_low) type = DType::Q5_K;
+    } else if (k_low) {
+      type = m == QuantMix::kQ2_K ? DType::Q3_K : DType::Q4_K;
+    }
   } else if (contains(name, "ffn_up") || contains(name, "ffn_gate")) {
     // the file's type
   } else if (contains(name, "ffn_down")) {
-    if (k_m && more_bits(layer, model.n_layer_all)) type = DType::Q6_K;
+    if (m == QuantMix::kQ2_K)
+      type = DType::Q3_K;
+    else if (m == QuantMix::kQ3_K_M)
+      type = layer < model.n_layer_all / 16 ? DType::Q5_K : DType::Q4_K;
+    else if (k_m && more_bits(layer, model.n_layer_all))
+      type = DType::Q6_K;
     else if (iq4 && layer < model.n_layer_all / 8) type = DType::Q5_K;
   }
   return fallback(type, ne0);

@@ -19,6 +19,8 @@ namespace colibri {
 enum class QuantMix {
   kQ8_0,
   kQ4_0,
+  kQ2_K,
+  kQ3_K_M,
   kQ4_K_M,
   kQ5_K_M,
   kQ6_K,

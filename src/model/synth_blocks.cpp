@@ -288,7 +288,32 @@ void random_blocks(DType t, RowRng& rng, float sigma, uint8_t* dst, int64_t n, b
         std::memset(b[i].scales, 0x64, sizeof b[i].scales);
         b[i].d = b[i].dmin = h(sigma / std::sqrt(20.0f));
       }
-      if (zero0) b[0].d = b[0].dmin = 0;  // no code is 0: the first super-block is
+      if (zero0) {  // no code is 0 at scale 4, min 6: sub-block 0 at scale 3 (d (3 q - 6)), q0 = 2
+        b[0].scales[0] = 0x63;
+        b[0].qs[0] = static_cast<uint8_t>((b[0].qs[0] & 0xFC) | 2);
+      }
+      return;
+    }
+    case DType::Q3_K: {  // d 4 v, v in -3..3 (-4 drawn becomes 0, so the mean is 0): E[v^2] = 3.5,
+                         // E = 56
+      auto* b = reinterpret_cast<block_q3_K*>(dst);
+      for (int64_t i = 0; i < nb; ++i) {
+        rng.bytes(b[i].qs, sizeof b[i].qs);
+        rng.bytes(b[i].hmask, sizeof b[i].hmask);
+        for (int j = 0; j < kQK_K; ++j) {  // low bits 0 and high bit clear is -4: set the bit (0)
+          const int byte = 32 * (j / 128) + j % 32, shift = 2 * ((j % 128) / 32);
+          if (((b[i].qs[byte] >> shift) & 3) == 0)
+            b[i].hmask[j % 32] = static_cast<uint8_t>(b[i].hmask[j % 32] | (1 << (j / 32)));
+        }
+        int8_t sc[16];
+        std::fill(sc, sc + 16, 4);
+        q3k_pack_scales(sc, b[i].scales);
+        b[i].d = h(sigma / std::sqrt(56.0f));
+      }
+      if (zero0) {
+        b[0].qs[0] &= 0xFC;
+        b[0].hmask[0] |= 1;
+      }
       return;
     }
     case DType::IQ2_XXS:
@@ -360,15 +385,25 @@ void set_channel(DType t, float c, uint8_t* dst) {
       const int qmax = five ? 31 : 15;
       uint8_t sc[8], m[8];
       for (int j = 0; j < 8; ++j) k4_scale_min(j, scales, &sc[j], &m[j]);
+      // q0 = qmax (q4_K); q5_K's step d sc is coarse next to c at q0 = 31,
+      // so it takes the q0 whose nearest sc lands closest to c.
+      int q0 = qmax;
       sc[0] = static_cast<uint8_t>(std::clamp<long>(std::lround(c / (qmax * d)), 1, 63));
+      for (int q = qmax - 1; five && q >= 1; --q) {
+        const long s = std::clamp<long>(std::lround(c / (q * d)), 1, 63);
+        if (std::fabs(d * s * q - c) < std::fabs(d * sc[0] * q0 - c)) {
+          q0 = q;
+          sc[0] = static_cast<uint8_t>(s);
+        }
+      }
       m[0] = 0;
       k4_pack_scale_min(sc, m, scales);
       for (int l = 0; l < 32; ++l) qs[l] &= 0xF0;
-      qs[0] |= 0x0F;
+      qs[0] = static_cast<uint8_t>(qs[0] | (q0 & 0x0F));
       if (five) {
         uint8_t* qh = reinterpret_cast<block_q5_K*>(dst)->qh;
         for (int l = 0; l < 32; ++l) qh[l] &= 0xFE;
-        qh[0] |= 1;
+        qh[0] = static_cast<uint8_t>(qh[0] | (q0 >> 4));
       }
       return;
     }
@@ -419,6 +454,24 @@ void set_channel(DType t, float c, uint8_t* dst) {
       b->d = h(d2);
       b->scales[0] = static_cast<uint8_t>(std::clamp<long>(std::lround(c / (3 * d2)), 1, 15));
       for (int l = 0; l < 16; ++l) b->qs[l] &= 0xFC;
+      b->qs[0] |= 3;
+      return;
+    }
+    case DType::Q3_K: {  // sub-block 0: scale up to 31, v = 0 but v0 = 3; d raised to fit c, the
+                         // others' scales lowered
+      auto* b = reinterpret_cast<block_q3_K*>(dst);
+      int8_t sc[16];
+      q3k_scales(b->scales, sc);
+      const float d = half_to_float(b->d), d2 = std::max(d, c / 93.0f);
+      for (int j = 1; j < 16; ++j)
+        sc[j] = static_cast<int8_t>(std::clamp<long>(std::lround(sc[j] * d / d2), -32, 31));
+      sc[0] = static_cast<int8_t>(std::clamp<long>(std::lround(c / (3 * d2)), 1, 31));
+      q3k_pack_scales(sc, b->scales);
+      b->d = h(d2);
+      for (int l = 0; l < 16; ++l) {  // elements 0..15: low bits 0, high bit set (0)
+        b->qs[l] &= 0xFC;
+        b->hmask[l] |= 1;
+      }
       b->qs[0] |= 3;
       return;
     }

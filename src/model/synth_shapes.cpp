@@ -159,10 +159,12 @@ std::vector<const SynthShape*> synth_shapes() {
 }
 
 std::optional<SynthType> parse_synth_type(std::string_view name) {
-  for (SynthType t : {SynthType::kF32, SynthType::kF16, SynthType::kQ8_0, SynthType::kQ4_0, SynthType::kQ4_K_M,
-                      SynthType::kMXFP4_MOE, SynthType::kIQ4_NL, SynthType::kIQ4_XS, SynthType::kIQ1_S,
-                      SynthType::kIQ1_M, SynthType::kIQ2_XXS, SynthType::kIQ2_XS, SynthType::kIQ2_S, SynthType::kIQ2_M,
-                      SynthType::kIQ3_XXS})
+  for (SynthType t :
+       {SynthType::kF32, SynthType::kF16, SynthType::kQ8_0, SynthType::kQ4_0, SynthType::kQ2_K,
+        SynthType::kQ3_K_M, SynthType::kQ4_K_M, SynthType::kQ5_K_M, SynthType::kQ6_K,
+        SynthType::kMXFP4_MOE, SynthType::kIQ4_NL, SynthType::kIQ4_XS, SynthType::kIQ1_S,
+        SynthType::kIQ1_M, SynthType::kIQ2_XXS, SynthType::kIQ2_XS, SynthType::kIQ2_S,
+        SynthType::kIQ2_M, SynthType::kIQ3_XXS})
     if (name == synth_type_name(t)) return t;
   return std::nullopt;
 }
@@ -179,7 +181,15 @@ std::optional<QuantMix> synth_quant_mix(SynthType t) {
     case SynthType::kF16: return std::nullopt;
     case SynthType::kQ8_0: return QuantMix::kQ8_0;
     case SynthType::kQ4_0: return QuantMix::kQ4_0;
+    case SynthType::kQ2_K:
+      return QuantMix::kQ2_K;
+    case SynthType::kQ3_K_M:
+      return QuantMix::kQ3_K_M;
     case SynthType::kQ4_K_M: return QuantMix::kQ4_K_M;
+    case SynthType::kQ5_K_M:
+      return QuantMix::kQ5_K_M;
+    case SynthType::kQ6_K:
+      return QuantMix::kQ6_K;
     case SynthType::kMXFP4_MOE: return QuantMix::kMXFP4_MOE;
     case SynthType::kIQ4_NL: return QuantMix::kIQ4_NL;
     case SynthType::kIQ4_XS: return QuantMix::kIQ4_XS;

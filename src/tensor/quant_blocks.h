@@ -295,4 +295,17 @@ inline void q3k_scales(const uint8_t* s, int8_t out[16]) {
   }
 }
 
+// The inverse of q3k_scales: scales in -32..31 into the 12 bytes.
+inline void q3k_pack_scales(const int8_t sc[16], uint8_t out[12]) {
+  for (int i = 0; i < 12; ++i) out[i] = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int l = sc[i] + 32;
+    if (i < 8)
+      out[i] = static_cast<uint8_t>(out[i] | (l & 0xF));
+    else
+      out[i - 8] = static_cast<uint8_t>(out[i - 8] | ((l & 0xF) << 4));
+    out[8 + i % 4] = static_cast<uint8_t>(out[8 + i % 4] | ((l >> 4) << (2 * (i / 4))));
+  }
+}
+
 }  // namespace colibri

@@ -536,6 +536,8 @@ TEST(HfConvert, FileTypesAreLlamaQuantizesFiles) {
       {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q4_k_m.gguf", QuantMix::kQ4_K_M},
       {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q5_k_m.gguf", QuantMix::kQ5_K_M},
       {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q6_k.gguf", QuantMix::kQ6_K},
+      {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q2_k.gguf", QuantMix::kQ2_K},
+      {"qwen3moe-h256-f16", kGolden / "qwen3moe-h256-q3_k_m.gguf", QuantMix::kQ3_K_M},
       {"qwen3moe-h256-f16", repo / "qwen3moe-h256-iq4_xs.gguf", QuantMix::kIQ4_XS},
       {"deepseek-v3-f32", repo / "deepseek-v3-iq4_nl.gguf", QuantMix::kIQ4_NL}};
   for (const Case& c : cases) {

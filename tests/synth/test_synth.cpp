@@ -73,9 +73,11 @@ std::vector<uint8_t> read_all(const fs::path& p) {
 }
 
 const char* kTiny[] = {"tiny", "tiny-olmoe", "tiny-mixtral", "tiny-qwen2moe"};
-const SynthType kTypes[] = {SynthType::kF32,    SynthType::kQ8_0,    SynthType::kQ4_0,    SynthType::kQ4_K_M,
-                            SynthType::kIQ4_NL, SynthType::kIQ4_XS,  SynthType::kIQ1_S,   SynthType::kIQ1_M,
-                            SynthType::kIQ2_XXS, SynthType::kIQ2_XS, SynthType::kIQ2_M,   SynthType::kIQ3_XXS};
+const SynthType kTypes[] = {
+    SynthType::kF32,     SynthType::kQ8_0,   SynthType::kQ4_0,   SynthType::kQ2_K,
+    SynthType::kQ3_K_M,  SynthType::kQ4_K_M, SynthType::kQ5_K_M, SynthType::kQ6_K,
+    SynthType::kIQ4_NL,  SynthType::kIQ4_XS, SynthType::kIQ1_S,  SynthType::kIQ1_M,
+    SynthType::kIQ2_XXS, SynthType::kIQ2_XS, SynthType::kIQ2_M,  SynthType::kIQ3_XXS};
 
 TEST(Synth, EveryTinyShapeAndTypeLoadsAndRuns) {
   REQUIRE_FILE(kVocab / "ggml-vocab-qwen2.gguf");
@@ -217,6 +219,20 @@ TEST(Synth, Q4KMTypesAreLlamaQuantizes) {
   expect_llama_quantizes_types(kShared / "golden/qwen3moe-h256-q4_k_m.gguf", SynthType::kQ4_K_M);
 }
 
+// shared/golden's Q2_K, Q3_K_M, Q5_K_M and Q6_K files of the same model.
+TEST(Synth, KQuantMixesAreLlamaQuantizes) {
+  REQUIRE_FILE(kVocab / "ggml-vocab-deepseek-llm.gguf");
+  const std::pair<const char*, SynthType> files[] = {{"q2_k", SynthType::kQ2_K},
+                                                     {"q3_k_m", SynthType::kQ3_K_M},
+                                                     {"q5_k_m", SynthType::kQ5_K_M},
+                                                     {"q6_k", SynthType::kQ6_K}};
+  for (const auto& [name, type] : files) {
+    const fs::path golden = kShared / ("golden/qwen3moe-h256-" + std::string(name) + ".gguf");
+    REQUIRE_FILE(golden);
+    expect_llama_quantizes_types(golden, type);
+  }
+}
+
 TEST(Synth, Iq4XsTypesAreLlamaQuantizes) {
   REQUIRE_FILE(kVocab / "ggml-vocab-deepseek-llm.gguf");
   expect_llama_quantizes_types(fs::path(COLIBRI_SOURCE_DIR) / "tests/data/golden/qwen3moe-h256-iq4_xs.gguf",
@@ -310,6 +326,12 @@ TEST(Synth, WeightStatisticsThroughTheReferenceDequantizers) {
     if (t == SynthType::kQ4_K_M) {
       EXPECT_TRUE(types_seen.count("q4_K") && types_seen.count("q5_K") && types_seen.count("q6_K") &&
                   types_seen.count("q8_0"));
+    }
+    if (t == SynthType::kQ2_K) {
+      EXPECT_TRUE(types_seen.count("q2_K") && types_seen.count("q3_K"));
+    }
+    if (t == SynthType::kQ3_K_M) {
+      EXPECT_TRUE(types_seen.count("q3_K") && types_seen.count("q4_K"));
     }
     if (t == SynthType::kIQ4_XS) {
       EXPECT_TRUE(types_seen.count("iq4_xs") && types_seen.count("q5_K") && types_seen.count("q6_K") &&

@@ -168,16 +168,20 @@ TEST(Golden, Iq4QuantizersWriteLlamaQuantizesBytes) {
 }
 
 // shared/golden's K-quant files of the qwen3moe-h256 model are llama-quantize's
-// (no importance matrix) of its F16 file: their Q4_K, Q5_K and Q6_K tensors
-// quantized here from those halves must be the same bytes.
+// (no importance matrix) of its F16 file: their Q2_K, Q3_K, Q4_K, Q5_K and
+// Q6_K tensors quantized here from those halves must be the same bytes.
 TEST(Golden, KQuantizersWriteLlamaQuantizesBytes) {
   const fs::path dir = fs::path(COLIBRI_SHARED_DIR) / "golden";
   const fs::path src = dir / "qwen3moe-h256-f16.gguf";
   if (!fs::exists(src)) GTEST_SKIP() << "no " << src;
   std::map<DType, int64_t> blocks;
-  for (const char* name : {"qwen3moe-h256-q4_k_m", "qwen3moe-h256-q5_k_m", "qwen3moe-h256-q6_k"})
+  for (const char* name : {"qwen3moe-h256-q4_k_m", "qwen3moe-h256-q5_k_m", "qwen3moe-h256-q6_k",
+                           "qwen3moe-h256-q2_k", "qwen3moe-h256-q3_k_m"})
     expect_quantized_bytes(dir / (std::string(name) + ".gguf"), src,
-                           {DType::Q4_K, DType::Q5_K, DType::Q6_K}, &blocks);
+                           {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K},
+                           &blocks);
+  EXPECT_GT(blocks[DType::Q2_K], 0);
+  EXPECT_GT(blocks[DType::Q3_K], 0);
   EXPECT_GT(blocks[DType::Q4_K], 0);
   EXPECT_GT(blocks[DType::Q5_K], 0);
   EXPECT_GT(blocks[DType::Q6_K], 0);

@@ -62,8 +62,8 @@ TEST(QuantizeWeights, FloatTypesAreConversions) {
 
 TEST(QuantizeWeights, TypesWithoutOneReportIt) {
   std::vector<float> x(256, 1.0f);
-  std::vector<uint8_t> q(row_bytes(DType::Q3_K, 256));
-  EXPECT_THROW(quantize_weights(DType::Q3_K, x.data(), q.data(), 256), Error);
+  std::vector<uint8_t> q(row_bytes(DType::IQ2_XXS, 256));
+  EXPECT_THROW(quantize_weights(DType::IQ2_XXS, x.data(), q.data(), 256), Error);
 }
 
 // The searching quantizers (K-quants, IQ4; golden_test checks their bytes
@@ -84,8 +84,12 @@ TEST(QuantizeWeights, SearchingQuantizersBeatPlainOnes) {
     return std::sqrt(e / n) / 0.02;
   };
   const double q4_0 = rmse(DType::Q4_0), q5_0 = rmse(DType::Q5_0), q8_0 = rmse(DType::Q8_0);
+  const double q2_k = rmse(DType::Q2_K), q3_k = rmse(DType::Q3_K);
   const double q4_k = rmse(DType::Q4_K), q5_k = rmse(DType::Q5_K), q6_k = rmse(DType::Q6_K);
   const double iq4_nl = rmse(DType::IQ4_NL), iq4_xs = rmse(DType::IQ4_XS);
+  EXPECT_LT(q3_k, q2_k);
+  EXPECT_LT(q4_k, q3_k);
+  EXPECT_LT(q2_k, 0.6);  // about 0.4 for 2-bit codes with 4-bit scales and mins
   EXPECT_LT(q4_k, q4_0);
   EXPECT_LT(iq4_nl, q4_0);
   EXPECT_LT(iq4_xs, q4_0);
@@ -105,14 +109,18 @@ TEST(QuantizeWeights, NonFiniteInputStaysInItsBlock) {
   for (int64_t i = 0; i < n; ++i) x[i] = 0.01f * static_cast<float>((i * 37) % 19 - 9);
   const float odd[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e-40f};
   for (int i = 0; i < 6; ++i) x[static_cast<size_t>(40 * i)] = odd[i];
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::MXFP4,
-                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType t :
+       {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::MXFP4, DType::Q2_K,
+        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
     std::vector<uint8_t> q(row_bytes(t, n));
     quantize_weights(t, x.data(), q.data(), n);
     const std::vector<float> y = testing::dequantized(t, q.data(), n);
-    // The second super-block (elements 256..511) holds only ordinary values.
+    // The second super-block (elements 256..511) holds only ordinary values
+    // (-0.09..0.09: within half a step, which for Q2_K's four codes is 0.03
+    // and its rounded 4-bit scale and min).
+    const float tol = t == DType::Q2_K ? 0.045f : 0.02f;
     for (int64_t i = 256; i < n; ++i)
-      EXPECT_NEAR(y[i], x[i], 0.02f) << dtype_name(t) << " element " << i;
+      EXPECT_NEAR(y[i], x[i], tol) << dtype_name(t) << " element " << i;
   }
 }
 

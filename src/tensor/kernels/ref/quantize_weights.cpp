@@ -1,6 +1,6 @@
 // Reference weight quantizers: ggml's quantize_row_q4_0_ref, _q4_1_ref,
 // _q5_0_ref, _q5_1_ref and _mxfp4_ref (q8_0 shares the activation quantizer),
-// and its Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS quantizers without an importance
+// and its Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS quantizers without an importance
 // matrix (what llama-quantize writes when given none), for writing model files
 // and for tests.
 #include <cfloat>
@@ -251,13 +251,13 @@ void quantize_weights_iq4_xs(const float* src, void* dst, int64_t n) {
 
 namespace {
 
-// A sub-block of 32 as d l - m, l in 0..nmax (q4_K, q5_K): the scale and min
-// of least weighted squared error among nstep + 1 trial scales (rmin + rdelta
-// i + nmax) / (max - min) around the min-max one, each refitted by least
-// squares (the min clamped to at most 0); the codes go to L, -min to *the_min.
-float fit_scale_min(int nmax, const float* x, const float* w, uint8_t* L, float* the_min, float rmin,
-                    float rdelta, int nstep) {
-  constexpr int n = 32;
+// A sub-block of n (32: q4_K, q5_K; 16: q2_K) as d l - m, l in 0..nmax: the
+// scale and min of least weighted error (squared, or absolute with mad) among
+// nstep + 1 trial scales (rmin + rdelta i + nmax) / (max - min) around the
+// min-max one, each refitted by least squares (the min clamped to at most 0);
+// the codes go to L, -min to *the_min.
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min,
+                    float rmin, float rdelta, int nstep, bool mad = false) {
   float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < n; ++i) {
     if (x[i] < min) min = x[i];
@@ -275,13 +275,13 @@ float fit_scale_min(int nmax, const float* x, const float* w, uint8_t* L, float*
     const int l = nearest_int(iscale * (v - min));
     return l < 0 ? 0 : l > nmax ? nmax : l;
   };
+  auto error = [mad](float diff) { return mad ? std::fabs(diff) : diff * diff; };
   float iscale = nmax / (max - min), scale = 1 / iscale, best = 0;
   for (int i = 0; i < n; ++i) {
     L[i] = static_cast<uint8_t>(code(iscale, x[i]));
-    const float diff = scale * L[i] + min - x[i];
-    best += w[i] * (diff * diff);
+    best += w[i] * error(scale * L[i] + min - x[i]);
   }
-  uint8_t Laux[n];
+  uint8_t Laux[32];
   for (int is = 0; is <= nstep; ++is) {
     iscale = (rmin + rdelta * is + nmax) / (max - min);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
@@ -301,10 +301,7 @@ float fit_scale_min(int nmax, const float* x, const float* w, uint8_t* L, float*
       this_scale = sum_xl / sum_l2;
     }
     float err = 0;
-    for (int i = 0; i < n; ++i) {
-      const float diff = this_scale * Laux[i] + this_min - x[i];
-      err += w[i] * (diff * diff);
-    }
+    for (int i = 0; i < n; ++i) err += w[i] * error(this_scale * Laux[i] + this_min - x[i]);
     if (err < best) {
       std::memcpy(L, Laux, n);
       best = err;
@@ -329,7 +326,7 @@ void quantize_k4_block(const float* x, int nmax, float rmin, int nstep, uint16_t
     for (int l = 0; l < 32; ++l) sum_x2 += xb[l] * xb[l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xb[l]);
-    sc[j] = fit_scale_min(nmax, xb, w, L + 32 * j, &mn[j], rmin, 0.1f, nstep);
+    sc[j] = fit_scale_min(32, nmax, xb, w, L + 32 * j, &mn[j], rmin, 0.1f, nstep);
     if (sc[j] > max_scale) max_scale = sc[j];
     if (mn[j] > max_min) max_min = mn[j];
   }
@@ -396,7 +393,155 @@ float fit_scale_q6(const float* x, int8_t* L) {
   return scale;
 }
 
+// A sub-block of 16 as d l, l in -4..3, weights x^2 (q3_K): codes at the
+// max-magnitude scale -4 / max, then up to five passes that move single codes
+// to where the least-squares scale of the rest puts them, kept where the fit
+// improves; the codes go to L (0..7), the least-squares scale is returned.
+float fit_scale_q3(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 4;
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {
+    std::memset(L, 0, n);
+    return 0.0f;
+  }
+  auto clamp = [](int l) { return l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l; };
+  const float iscale = -nmax / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = clamp(nearest_int(iscale * x[i]));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * L[i];
+      if (!(slx > 0)) continue;
+      float sl2 = suml2 - w * L[i] * L[i];
+      const int l = clamp(nearest_int(x[i] * sl2 / slx));
+      if (l == L[i]) continue;
+      slx += w * x[i] * l;
+      sl2 += w * l * l;
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<int8_t>(l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Four 2-bit codes a byte: byte l of each 32-byte half holds elements l, l +
+// 32, l + 64, l + 96 of its 128 (q2_K, q3_K).
+template <typename Code>
+void pack_2bit(const Code* L, uint8_t* qs) {
+  for (int j = 0; j < kQK_K; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                           (L[j + l + 96] << 6));
+}
+
 }  // namespace
+
+// Sixteen sub-blocks of 16 fitted with weights |x| and absolute error, their
+// scales and mins as 4-bit multiples of d = max scale / 15 and dmin = max
+// min / 15, every code then found again at the stored scale and min.
+void quantize_weights_q2_K(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q2_K*>(dst);
+  uint8_t L[kQK_K];
+  float w[16], sc[16], mn[16];
+  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; ++j) {
+      for (int l = 0; l < 16; ++l) w[l] = std::fabs(src[16 * j + l]);
+      sc[j] = fit_scale_min(16, 3, src + 16 * j, w, L + 16 * j, &mn[j], -0.5f, 0.1f, 15, true);
+      if (sc[j] > max_scale) max_scale = sc[j];
+      if (mn[j] > max_min) max_min = mn[j];
+    }
+    if (max_scale > 0) {
+      const float iscale = 15.f / max_scale;
+      for (int j = 0; j < 16; ++j)
+        y[i].scales[j] = static_cast<uint8_t>(nearest_int(iscale * sc[j]));
+      y[i].d = float_to_half(max_scale / 15.f);
+    } else {
+      std::memset(y[i].scales, 0, sizeof y[i].scales);
+      y[i].d = float_to_half(0.f);
+    }
+    if (max_min > 0) {
+      const float iscale = 15.f / max_min;
+      for (int j = 0; j < 16; ++j)
+        y[i].scales[j] = static_cast<uint8_t>(y[i].scales[j] | (nearest_int(iscale * mn[j]) << 4));
+      y[i].dmin = float_to_half(max_min / 15.f);
+    } else {
+      y[i].dmin = float_to_half(0.f);
+    }
+    for (int j = 0; j < 16; ++j) {
+      const float d = half_to_float(y[i].d) * (y[i].scales[j] & 0xF);
+      if (!d) continue;
+      const float dm = half_to_float(y[i].dmin) * (y[i].scales[j] >> 4);
+      for (int k = 0; k < 16; ++k) {
+        const int l = nearest_int((src[16 * j + k] + dm) / d);
+        L[16 * j + k] = static_cast<uint8_t>(l < 0 ? 0 : l > 3 ? 3 : l);
+      }
+    }
+    pack_2bit(L, y[i].qs);
+  }
+}
+
+// Sixteen sub-blocks of 16 fitted alone (fit_scale_q3), their scales as
+// 6-bit multiples of d = max / -32 (the scale of largest magnitude codes as
+// -32), every code then found again at the stored scale; its third bit goes
+// to hmask (element j: bit j / 32 of byte j % 32).
+void quantize_weights_q3_K(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<block_q3_K*>(dst);
+  int8_t L[kQK_K], ls[16];
+  float scales[16];
+  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = fit_scale_q3(src + 16 * j, L + 16 * j);
+      if (std::fabs(scales[j]) > amax) {
+        amax = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
+    }
+    if (max_scale != 0) {
+      const float iscale = -32.f / max_scale;
+      for (int j = 0; j < 16; ++j) {
+        const int l = static_cast<int8_t>(nearest_int(iscale * scales[j]));
+        ls[j] = static_cast<int8_t>(l < -32 ? -32 : l > 31 ? 31 : l);
+      }
+      q3k_pack_scales(ls, y[i].scales);
+      y[i].d = float_to_half(1 / iscale);
+    } else {
+      std::memset(y[i].scales, 0, sizeof y[i].scales);
+      y[i].d = float_to_half(0.f);
+    }
+    q3k_scales(y[i].scales, ls);
+    for (int j = 0; j < 16; ++j) {
+      const float d = half_to_float(y[i].d) * ls[j];
+      if (!d) continue;
+      for (int k = 0; k < 16; ++k) {
+        const int l = nearest_int(src[16 * j + k] / d);
+        L[16 * j + k] = static_cast<int8_t>((l < -4 ? -4 : l > 3 ? 3 : l) + 4);
+      }
+    }
+    std::memset(y[i].hmask, 0, sizeof y[i].hmask);
+    for (int j = 0; j < kQK_K; ++j)
+      if (L[j] > 3) {
+        y[i].hmask[j % 32] = static_cast<uint8_t>(y[i].hmask[j % 32] | (1 << (j / 32)));
+        L[j] = static_cast<int8_t>(L[j] - 4);
+      }
+    pack_2bit(L, y[i].qs);
+  }
+}
 
 void quantize_weights_q4_K(const float* src, void* dst, int64_t n) {
   auto* y = static_cast<block_q4_K*>(dst);

@@ -49,6 +49,8 @@ void quantize_weights_q4_1(const float* src, void* dst, int64_t n);
 void quantize_weights_q5_0(const float* src, void* dst, int64_t n);
 void quantize_weights_q5_1(const float* src, void* dst, int64_t n);
 void quantize_weights_mxfp4(const float* src, void* dst, int64_t n);
+void quantize_weights_q2_K(const float* src, void* dst, int64_t n);
+void quantize_weights_q3_K(const float* src, void* dst, int64_t n);
 void quantize_weights_q4_K(const float* src, void* dst, int64_t n);
 void quantize_weights_q5_K(const float* src, void* dst, int64_t n);
 void quantize_weights_q6_K(const float* src, void* dst, int64_t n);

@@ -17,6 +17,7 @@
 
 #include <arm_neon.h>
 
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -366,11 +367,35 @@ inline uint32_t load_u32(const void* p) {
   return v;
 }
 
-// Points p0, p1 (8 bytes each) with the signs of sign bytes s0, s1.
-inline int8x16_t iq_signed16(uint64_t p0, uint64_t p1, uint8_t s0, uint8_t s1) {
-  static const uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+// The byte masks of a sign byte (byte j 0xFF where bit j is set), and of the
+// 7-bit fields of IQ2/IQ3_XXS (iq2_signs: the eighth sign the parity of the
+// seven), as tables: one load where bit tests, and a popcount for the
+// parity, took several instructions a group of 8 (tools/arm64-insns.sh).
+constexpr std::array<uint64_t, 256> sign_masks() {
+  std::array<uint64_t, 256> t{};
+  for (int b = 0; b < 256; ++b)
+    for (int j = 0; j < 8; ++j)
+      if ((b >> j) & 1) t[b] |= uint64_t{0xFF} << (8 * j);
+  return t;
+}
+constexpr std::array<uint64_t, 256> kSignMask = sign_masks();
+constexpr std::array<uint64_t, 128> iq2_sign_masks() {
+  std::array<uint64_t, 128> t{};
+  for (uint32_t i = 0; i < 128; ++i) t[i] = kSignMask[iq2_signs(i)];
+  return t;
+}
+constexpr std::array<uint64_t, 128> kIq2SignMask = iq2_sign_masks();
+inline uint64_t sign_mask(uint8_t s) {
+  return kSignMask[s];
+}
+inline uint64_t iq2_sign_mask(uint32_t field) {
+  return kIq2SignMask[field & 127];
+}
+
+// Points p0, p1 (8 bytes each) with the signs of masks m0, m1.
+inline int8x16_t iq_signed16(uint64_t p0, uint64_t p1, uint64_t m0, uint64_t m1) {
   const uint8x16_t v = vcombine_u8(vcreate_u8(p0), vcreate_u8(p1));
-  const uint8x16_t neg = vtstq_u8(vcombine_u8(vdup_n_u8(s0), vdup_n_u8(s1)), vld1q_u8(kBits));
+  const uint8x16_t neg = vcombine_u8(vcreate_u8(m0), vcreate_u8(m1));
   return s8(vsubq_u8(veorq_u8(v, neg), neg));
 }
 // Two 4-byte points as one 8-byte one.
@@ -387,8 +412,8 @@ struct Iq2XxsN {
     const uint64_t* g = iq_grids().iq2xxs;
     const uint32_t q = load_u32(b.qs + 4 * ib), sg = load_u32(b.qs + 4 * ib + 2);
     for (int h = 0; h < 2; ++h)
-      w[h] = iq_signed16(g[(q >> (16 * h)) & 255], g[(q >> (16 * h + 8)) & 255], iq2_signs(sg >> (14 * h)),
-                         iq2_signs(sg >> (14 * h + 7)));
+      w[h] = iq_signed16(g[(q >> (16 * h)) & 255], g[(q >> (16 * h + 8)) & 255],
+                         iq2_sign_mask(sg >> (14 * h)), iq2_sign_mask(sg >> (14 * h + 7)));
     ls[0] = ls[1] = 2 * static_cast<int>(sg >> 28) + 1;
   }
 };
@@ -399,8 +424,8 @@ struct Iq2XsN {
     const uint64_t* g = iq_grids().iq2xs;
     const uint16_t* q = b.qs + 4 * ib;
     for (int h = 0; h < 2; ++h)
-      w[h] = iq_signed16(g[q[2 * h] & 511], g[q[2 * h + 1] & 511], iq2_signs(q[2 * h] >> 9),
-                         iq2_signs(q[2 * h + 1] >> 9));
+      w[h] = iq_signed16(g[q[2 * h] & 511], g[q[2 * h + 1] & 511], iq2_sign_mask(q[2 * h] >> 9),
+                         iq2_sign_mask(q[2 * h + 1] >> 9));
     ls[0] = 2 * (b.scales[ib] & 0xF) + 1;
     ls[1] = 2 * (b.scales[ib] >> 4) + 1;
   }
@@ -414,7 +439,9 @@ struct Iq2SN {
     const uint8_t* sg = b.qs + kQK_K / 8 + 4 * ib;
     const uint32_t qh = b.qh[ib];
     auto idx = [&](int l) { return qs[l] | ((qh << (8 - 2 * l)) & 0x300); };
-    for (int h = 0; h < 2; ++h) w[h] = iq_signed16(g[idx(2 * h)], g[idx(2 * h + 1)], sg[2 * h], sg[2 * h + 1]);
+    for (int h = 0; h < 2; ++h)
+      w[h] = iq_signed16(g[idx(2 * h)], g[idx(2 * h + 1)], sign_mask(sg[2 * h]),
+                         sign_mask(sg[2 * h + 1]));
     ls[0] = 2 * (b.scales[ib] & 0xF) + 1;
     ls[1] = 2 * (b.scales[ib] >> 4) + 1;
   }
@@ -427,8 +454,9 @@ struct Iq3XxsN {
     const uint8_t* qs = b.qs + 8 * ib;
     const uint32_t sg = load_u32(b.qs + kQK_K / 4 + 4 * ib);
     for (int h = 0; h < 2; ++h)
-      w[h] = iq_signed16(iq3_pair(g, qs[4 * h], qs[4 * h + 1]), iq3_pair(g, qs[4 * h + 2], qs[4 * h + 3]),
-                         iq2_signs(sg >> (14 * h)), iq2_signs(sg >> (14 * h + 7)));
+      w[h] = iq_signed16(iq3_pair(g, qs[4 * h], qs[4 * h + 1]),
+                         iq3_pair(g, qs[4 * h + 2], qs[4 * h + 3]), iq2_sign_mask(sg >> (14 * h)),
+                         iq2_sign_mask(sg >> (14 * h + 7)));
     ls[0] = ls[1] = 2 * static_cast<int>(sg >> 28) + 1;
   }
 };
@@ -441,8 +469,9 @@ struct Iq3SN {
     const uint32_t qh = b.qh[ib];
     auto idx = [&](int k) { return qs[k] | (((qh >> k) & 1) << 8); };
     for (int h = 0; h < 2; ++h)
-      w[h] = iq_signed16(iq3_pair(g, idx(4 * h), idx(4 * h + 1)), iq3_pair(g, idx(4 * h + 2), idx(4 * h + 3)),
-                         b.signs[4 * ib + 2 * h], b.signs[4 * ib + 2 * h + 1]);
+      w[h] = iq_signed16(
+          iq3_pair(g, idx(4 * h), idx(4 * h + 1)), iq3_pair(g, idx(4 * h + 2), idx(4 * h + 3)),
+          sign_mask(b.signs[4 * ib + 2 * h]), sign_mask(b.signs[4 * ib + 2 * h + 1]));
     ls[0] = ls[1] = 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF) + 1;
   }
 };

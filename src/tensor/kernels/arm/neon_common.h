@@ -240,7 +240,10 @@ template <bool kFifth>
 float dot_k4(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales, uint16_t d_w,
              uint16_t dmin_w, const block_q8_K& y) {
   uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) k4_scale_min(j, packed_scales, &sc[j], &mn[j]);
+  uint64_t sc8, mn8;
+  k4_scales_mins(packed_scales, &sc8, &mn8);
+  std::memcpy(sc, &sc8, 8);
+  std::memcpy(mn, &mn8, 8);
   const uint8x16_t m4 = vdupq_n_u8(0x0F), x10 = vdupq_n_u8(0x10);
   uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
   if constexpr (kFifth) {

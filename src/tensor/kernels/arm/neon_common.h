@@ -1051,21 +1051,13 @@ inline void add_neon_sb_tiles(KernelTable& t) {
   t.tile[slot(DType::IQ1_M)] = tile_sb<Iq1MT, dot_iq1_m, Step>;
 }
 
-// The integer dots of this level (the float dots, quantizers and attention do
-// not depend on it: neon.cpp sets them once).
-inline void add_neon_int_dots(KernelTable& t) {
-  t.dot[slot(DType::Q4_0)] = dot_q32<Q4_0W, block_q8_0>;
-  t.dot[slot(DType::Q5_0)] = dot_q32<Q5_0W, block_q8_0>;
-  t.dot[slot(DType::Q8_0)] = dot_q32<Q8_0W, block_q8_0>;
-  t.dot[slot(DType::Q4_1)] = dot_q32<Q4_1W, block_q8_1>;
-  t.dot[slot(DType::Q5_1)] = dot_q32<Q5_1W, block_q8_1>;
+// The super-block types' dots (against q8_K).
+inline void add_neon_sb_dots(KernelTable& t) {
   t.dot[slot(DType::Q2_K)] = dot_q2_K;
   t.dot[slot(DType::Q3_K)] = dot_q3_K;
   t.dot[slot(DType::Q4_K)] = dot_q4_K;
   t.dot[slot(DType::Q5_K)] = dot_q5_K;
   t.dot[slot(DType::Q6_K)] = dot_q6_K;
-  t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
-  t.dot[slot(DType::IQ4_NL)] = dot_q32<Iq4NlW, block_q8_0>;
   t.dot[slot(DType::IQ4_XS)] = dot_iq4_xs;
   t.dot[slot(DType::IQ2_XXS)] = dot_iq_grid<Iq2XxsN>;
   t.dot[slot(DType::IQ2_XS)] = dot_iq_grid<Iq2XsN>;
@@ -1074,6 +1066,19 @@ inline void add_neon_int_dots(KernelTable& t) {
   t.dot[slot(DType::IQ3_S)] = dot_iq_grid<Iq3SN>;
   t.dot[slot(DType::IQ1_S)] = dot_iq1_s;
   t.dot[slot(DType::IQ1_M)] = dot_iq1_m;
+}
+
+// The integer dots of this level (the float dots, quantizers and attention do
+// not depend on it: neon.cpp sets them once).
+inline void add_neon_int_dots(KernelTable& t) {
+  t.dot[slot(DType::Q4_0)] = dot_q32<Q4_0W, block_q8_0>;
+  t.dot[slot(DType::Q5_0)] = dot_q32<Q5_0W, block_q8_0>;
+  t.dot[slot(DType::Q8_0)] = dot_q32<Q8_0W, block_q8_0>;
+  t.dot[slot(DType::Q4_1)] = dot_q32<Q4_1W, block_q8_1>;
+  t.dot[slot(DType::Q5_1)] = dot_q32<Q5_1W, block_q8_1>;
+  t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
+  t.dot[slot(DType::IQ4_NL)] = dot_q32<Iq4NlW, block_q8_0>;
+  add_neon_sb_dots(t);
   add_neon_sb_tiles<IdotStep>(t);
 }
 

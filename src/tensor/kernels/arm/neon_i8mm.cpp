@@ -225,19 +225,7 @@ void add_neon_i8mm_kernels(KernelTable& t) {
   t.tile[slot(DType::Q4_1)] = tile<Q4_1W, block_q8_1>;
   t.tile[slot(DType::Q5_1)] = tile<Q5_1W, block_q8_1>;
   // The super-block types: the same, against q8_K.
-  t.dot[slot(DType::Q2_K)] = dot_q2_K;
-  t.dot[slot(DType::Q3_K)] = dot_q3_K;
-  t.dot[slot(DType::Q4_K)] = dot_q4_K;
-  t.dot[slot(DType::Q5_K)] = dot_q5_K;
-  t.dot[slot(DType::Q6_K)] = dot_q6_K;
-  t.dot[slot(DType::IQ4_XS)] = dot_iq4_xs;
-  t.dot[slot(DType::IQ2_XXS)] = dot_iq_grid<Iq2XxsN>;
-  t.dot[slot(DType::IQ2_XS)] = dot_iq_grid<Iq2XsN>;
-  t.dot[slot(DType::IQ2_S)] = dot_iq_grid<Iq2SN>;
-  t.dot[slot(DType::IQ3_XXS)] = dot_iq_grid<Iq3XxsN>;
-  t.dot[slot(DType::IQ3_S)] = dot_iq_grid<Iq3SN>;
-  t.dot[slot(DType::IQ1_S)] = dot_iq1_s;
-  t.dot[slot(DType::IQ1_M)] = dot_iq1_m;
+  add_neon_sb_dots(t);
   add_neon_sb_tiles<SmmlaStep>(t);
 }
 

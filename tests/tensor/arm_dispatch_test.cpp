@@ -71,15 +71,11 @@ TEST(ArmDispatch, MissingKernelsFallBackToTheReference) {
     EXPECT_NE(k.attend_q4_0, ref.attend_q4_0);
     EXPECT_NE(k.attend_batch_q4_0, ref.attend_batch_q4_0);
     EXPECT_NE(k.silu_mul, nullptr);
-    // The levels add what they name and nothing else: below i8mm, tiles
-    // only for the super-block types (two rows decoded once for several
-    // tokens on the level's integer dot); the 32-weight types' tiles need
-    // smmla.
-    if (isa != Isa::kNeonI8mm) {
-      for (DType t : testing::kWeightTypes) {
-        const bool super_block = dtype_info(t).block_size == 256;
-        EXPECT_EQ(k.tile[slot(t)] != nullptr, super_block) << isa_name(isa) << " " << dtype_name(t);
-      }
+    // Every level has a prompt tile for every quantized type (the integer
+    // dot's tiles below i8mm, smmla's with it) and none for the float types.
+    for (DType t : testing::kWeightTypes) {
+      const bool quantized = dtype_info(t).block_size > 1;
+      EXPECT_EQ(k.tile[slot(t)] != nullptr, quantized) << isa_name(isa) << " " << dtype_name(t);
     }
   }
   if (!any) GTEST_SKIP() << "not an AArch64 CPU";

@@ -1068,6 +1068,91 @@ inline void add_neon_sb_dots(KernelTable& t) {
   t.dot[slot(DType::IQ1_M)] = dot_iq1_m;
 }
 
+// ---- prompt tiles of the 32-weight block types on the integer dot: one row
+// against up to 8 tokens ----
+//
+// Each block of the row is unpacked once for T tokens, and its float scales
+// once a group of four blocks; per token the steps are dot_q32's (the four
+// blocks' exact integer sums in the lanes of one vector, one fma at the
+// product of the scales, the min's term, the same lane sum at the end), so
+// every (row, token) gets the dot's value to the bit.
+template <typename W, typename X, int T>
+void row_tile_q32(const uint8_t* w, const uint8_t* x, size_t x_stride, int64_t nb, float* y,
+                  size_t y_stride) {
+  using Block = typename W::Block;
+  constexpr bool kMin = sizeof(X) == sizeof(block_q8_1);
+  const Block* wr = reinterpret_cast<const Block*>(w);
+  const X* xt[T];
+  for (int t = 0; t < T; ++t) xt[t] = reinterpret_cast<const X*>(x + t * x_stride);
+  float32x4_t acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < nb; b += 4) {
+    // lanes[t]: blocks 0, 1 pairwise (then 2, 3) as sum4 builds them.
+    int32x4_t half[T], lanes[T];
+    for (int t = 0; t < T; ++t) half[t] = lanes[t] = vdupq_n_s32(0);
+    typename W::Scale dw[4] = {};
+    uint16_t mw[4] = {};
+    for (int k = 0; k < 4; ++k) {
+      int32x4_t s[T];
+      if (b + k < nb) {
+        int8x16_t lo, hi;
+        W::unpack(wr[b + k], lo, hi);
+        dw[k] = W::scale(wr[b + k]);
+        if constexpr (kMin) mw[k] = wr[b + k].m;
+        for (int t = 0; t < T; ++t) {
+          const X& xb = xt[t][b + k];
+          s[t] = idot(idot(vdupq_n_s32(0), lo, vld1q_s8(xb.qs)), hi, vld1q_s8(xb.qs + 16));
+        }
+      } else {
+        for (int t = 0; t < T; ++t) s[t] = vdupq_n_s32(0);
+      }
+      for (int t = 0; t < T; ++t) {
+        if (k == 0)
+          lanes[t] = s[t];
+        else if (k == 1)
+          half[t] = vpaddq_s32(lanes[t], s[t]);
+        else if (k == 2)
+          lanes[t] = s[t];
+        else
+          half[t] = vpaddq_s32(half[t], vpaddq_s32(lanes[t], s[t]));
+      }
+    }
+    const float32x4_t fw = W::scales4(dw);
+    for (int t = 0; t < T; ++t) {
+      uint16_t dx[4] = {}, sx[4] = {};
+      for (int k = 0; k < 4 && b + k < nb; ++k) {
+        dx[k] = xt[t][b + k].d;
+        if constexpr (kMin) sx[k] = xt[t][b + k].s;
+      }
+      acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(half[t]),
+                         vmulq_f32(fw, h2f4(dx[0], dx[1], dx[2], dx[3])));
+      if constexpr (kMin)
+        acc[t] =
+            vfmaq_f32(acc[t], h2f4(mw[0], mw[1], mw[2], mw[3]), h2f4(sx[0], sx[1], sx[2], sx[3]));
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = vaddvq_f32(acc[t]);
+}
+
+// kernel_table.h's TileFn for the 32-weight block types: each row against 8
+// tokens at a time, then 4, 2 and the dot for the last one.
+template <typename W, typename X>
+void tile_q32(const uint8_t* w, size_t w_stride, int64_t nr, const uint8_t* x, size_t x_stride,
+              int64_t nt, int64_t n, float* y, size_t y_stride) {
+  const int64_t nb = n / kQK;
+  for (int64_t r = 0; r < nr; ++r) {
+    const uint8_t* wr = w + r * w_stride;
+    int64_t t = 0;
+    for (; t + 8 <= nt; t += 8)
+      row_tile_q32<W, X, 8>(wr, x + t * x_stride, x_stride, nb, y + t * y_stride + r, y_stride);
+    for (; t + 4 <= nt; t += 4)
+      row_tile_q32<W, X, 4>(wr, x + t * x_stride, x_stride, nb, y + t * y_stride + r, y_stride);
+    for (; t + 2 <= nt; t += 2)
+      row_tile_q32<W, X, 2>(wr, x + t * x_stride, x_stride, nb, y + t * y_stride + r, y_stride);
+    for (; t < nt; ++t) y[t * y_stride + r] = dot_q32<W, X>(wr, x + t * x_stride, n);
+  }
+}
+
 // The integer dots of this level (the float dots, quantizers and attention do
 // not depend on it: neon.cpp sets them once).
 inline void add_neon_int_dots(KernelTable& t) {
@@ -1079,6 +1164,13 @@ inline void add_neon_int_dots(KernelTable& t) {
   t.dot[slot(DType::MXFP4)] = dot_q32<Mxfp4W, block_q8_0>;
   t.dot[slot(DType::IQ4_NL)] = dot_q32<Iq4NlW, block_q8_0>;
   add_neon_sb_dots(t);
+  t.tile[slot(DType::Q4_0)] = tile_q32<Q4_0W, block_q8_0>;
+  t.tile[slot(DType::Q5_0)] = tile_q32<Q5_0W, block_q8_0>;
+  t.tile[slot(DType::Q8_0)] = tile_q32<Q8_0W, block_q8_0>;
+  t.tile[slot(DType::Q4_1)] = tile_q32<Q4_1W, block_q8_1>;
+  t.tile[slot(DType::Q5_1)] = tile_q32<Q5_1W, block_q8_1>;
+  t.tile[slot(DType::MXFP4)] = tile_q32<Mxfp4W, block_q8_0>;
+  t.tile[slot(DType::IQ4_NL)] = tile_q32<Iq4NlW, block_q8_0>;
   add_neon_sb_tiles<IdotStep>(t);
 }
 

@@ -688,12 +688,26 @@ inline float32x4_t d_products(const Block& b0, const Block& b1, const block_q8_K
 
 struct NoPrep {};
 
+// A decoder's defaults: nothing unpacked per super-block, no second product,
+// and the float term d_w d_x isum (the dots' half_to_float(d) * y.d * isum).
+template <typename B>
+struct SbDecoder {
+  using Block = B;
+  static constexpr bool kDelta = false;
+  using Prep = NoPrep;
+  static void prepare(const Block&, Prep&) {}
+  template <typename P>
+  static float32x4_t finish(const Block& b0, const Block& b1, const P&, const P&,
+                            const block_q8_K& y0, const block_q8_K& y1, int32x4_t isum) {
+    return vmulq_f32(d_products(b0, b1, y0, y1), vcvtq_f32_s32(isum));
+  }
+};
+
 // q4_K / q5_K (dot_k4): sub-block ib is the low (even ib) or high nibbles of
 // 32-byte chunk ib / 2, q5_K's bit ib of qh as 16; d sc isum - dmin m sum.
 template <bool kFifth>
-struct K4T {
+struct K4T : SbDecoder<std::conditional_t<kFifth, block_q5_K, block_q4_K>> {
   using Block = std::conditional_t<kFifth, block_q5_K, block_q4_K>;
-  static constexpr bool kDelta = false;
   struct Prep {
     uint8_t sc[8], mn[8];
   };
@@ -736,11 +750,7 @@ struct K4T {
 // q6_K (dot_q6_K): sub-block ib is quarter ib % 4 of half ib / 4: low (0, 1)
 // or high (2, 3) nibbles of ql bytes 0..31 (0, 2) or 32..63 (1, 3), with bits
 // 2 (ib % 4) of qh; isum - 32 sum_g sc_g bsum_g.
-struct Q6KT {
-  using Block = block_q6_K;
-  static constexpr bool kDelta = false;
-  using Prep = NoPrep;
-  static void prepare(const Block&, Prep&) {}
+struct Q6KT : SbDecoder<block_q6_K> {
   static void sub(const Block& b, const Prep&, int ib, int8x16_t w[2], int ls[2]) {
     const int q = ib % 4;
     const uint8_t* ql = b.ql + 64 * (ib / 4) + 32 * (q & 1);
@@ -769,11 +779,7 @@ struct Q6KT {
 // q2_K (dot_q2_K): sub-block ib is bits 2 (ib % 4) of the 32-byte chunk
 // ib / 4; its halves' scales the low nibbles of scales[2 ib], [2 ib + 1],
 // the mins the high ones: dall isum - dmin sum_g m_g bsum_g.
-struct Q2KT {
-  using Block = block_q2_K;
-  static constexpr bool kDelta = false;
-  using Prep = NoPrep;
-  static void prepare(const Block&, Prep&) {}
+struct Q2KT : SbDecoder<block_q2_K> {
   static void sub(const Block& b, const Prep&, int ib, int8x16_t w[2], int ls[2]) {
     const uint8_t* qs = b.qs + 32 * (ib / 4);
     const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * (ib % 4)));
@@ -803,9 +809,7 @@ struct Q2KT {
 
 // q3_K (dot_q3_K): sub-block ib is bits 2 (ib % 4) of the 32-byte chunk
 // ib / 4, less 4 where bit ib of its hmask byte is clear.
-struct Q3KT {
-  using Block = block_q3_K;
-  static constexpr bool kDelta = false;
+struct Q3KT : SbDecoder<block_q3_K> {
   struct Prep {
     int8_t sc[16];
   };
@@ -820,50 +824,29 @@ struct Q3KT {
       ls[k] = p.sc[2 * ib + k];
     }
   }
-  static float32x4_t finish(const Block& b0, const Block& b1, const Prep&, const Prep&,
-                            const block_q8_K& y0, const block_q8_K& y1, int32x4_t isum) {
-    return vmulq_f32(d_products(b0, b1, y0, y1), vcvtq_f32_s32(isum));
-  }
 };
 
 // IQ4_XS (dot_iq4_xs): the codes through kIq4nlValues, scale ls - 32.
-struct Iq4XsT {
-  using Block = block_iq4_xs;
-  static constexpr bool kDelta = false;
-  using Prep = NoPrep;
-  static void prepare(const Block&, Prep&) {}
+struct Iq4XsT : SbDecoder<block_iq4_xs> {
   static void sub(const Block& b, const Prep&, int ib, int8x16_t w[2], int ls[2]) {
     table_nibbles(kIq4nlValues, b.qs + 16 * ib, w[0], w[1]);
     ls[0] = ls[1] = iq4_xs_scale(b, ib);
-  }
-  static float32x4_t finish(const Block& b0, const Block& b1, const Prep&, const Prep&,
-                            const block_q8_K& y0, const block_q8_K& y1, int32x4_t isum) {
-    return vmulq_f32(d_products(b0, b1, y0, y1), vcvtq_f32_s32(isum));
   }
 };
 
 // The codebook i-quants (dot_iq_grid): their sub-blocks as the dot takes them.
 template <typename N>
-struct IqGridT {
+struct IqGridT : SbDecoder<typename N::Block> {
   using Block = typename N::Block;
-  static constexpr bool kDelta = false;
-  using Prep = NoPrep;
-  static void prepare(const Block&, Prep&) {}
-  static void sub(const Block& b, const Prep&, int ib, int8x16_t w[2], int ls[2]) {
+  static void sub(const Block& b, const NoPrep&, int ib, int8x16_t w[2], int ls[2]) {
     N::sub(b, ib, w, ls);
-  }
-  static float32x4_t finish(const Block& b0, const Block& b1, const Prep&, const Prep&,
-                            const block_q8_K& y0, const block_q8_K& y1, int32x4_t isum) {
-    return vmulq_f32(d_products(b0, b1, y0, y1), vcvtq_f32_s32(isum));
   }
   static float32x4_t last(float32x4_t sum) { return vmulq_f32(vdupq_n_f32(N::kScale), sum); }
 };
 
 // IQ1_S (dot_iq1_s): the points' -1, 0, 1; the shift's term (sign bit 15
 // of qh) is +-ls times the sub-block's 32-sum of activations.
-struct Iq1ST {
-  using Block = block_iq1_s;
-  static constexpr bool kDelta = false;
+struct Iq1ST : SbDecoder<block_iq1_s> {
   struct Prep {
     int16_t sls[8];
   };
@@ -893,8 +876,7 @@ struct Iq1ST {
 
 // IQ1_M (dot_iq1_m): the points, and a +-1 vector per 8 weights (bits 3 and
 // 7 of each qh byte) for the shifts, both at the half's scale.
-struct Iq1MT {
-  using Block = block_iq1_m;
+struct Iq1MT : SbDecoder<block_iq1_m> {
   static constexpr bool kDelta = true;
   struct Prep {
     uint16_t sc[4];

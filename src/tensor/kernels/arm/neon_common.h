@@ -53,6 +53,11 @@ inline float32x4_t h2f4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
   const uint16_t h[4] = {a, b, c, d};
   return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
 }
+// One half as a float (fcvt: exact, subnormals too; half_to_float's value
+// without its branches).
+inline float h2f(uint16_t h) {
+  return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
 
 // 2^(e_k - 127) / 2 for four E8M0 exponents (e8m0_to_float_half's bits on
 // four lanes): e < 2 are the denormals 2^-128 and 2^-127, the rest (e - 1)
@@ -271,8 +276,8 @@ float dot_k4(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales,
     acc = vmlaq_n_s32(acc, pl, sc[2 * j]);
     acc = vmlaq_n_s32(acc, ph, sc[2 * j + 1]);
   }
-  const float d = half_to_float(d_w) * y.d;
-  const float dmin = half_to_float(dmin_w) * y.d;
+  const float d = h2f(d_w) * y.d;
+  const float dmin = h2f(dmin_w) * y.d;
   return d * static_cast<float>(vaddvq_s32(acc)) - dmin * static_cast<float>(k4_min_sum(y, mn));
 }
 
@@ -304,12 +309,18 @@ float dot_q6_K(const void* wv, const void* xv, int64_t n) {
   const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
   float sum = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const int16x8_t s_lo = vmovl_s8(vld1_s8(w[i].scales)),
+                    s_hi = vmovl_s8(vld1_s8(w[i].scales + 8));
+    // Each group of 16's products in its own vector, their sums then in the
+    // lanes of one vector a half (groups 8 half + 0..3, 4..7) against the
+    // scales widened alike: the exact integer sum, with no scale broadcast
+    // per group.
     int32x4_t acc = vdupq_n_s32(0);
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = w[i].ql + 64 * half;
       const uint8_t* qh = w[i].qh + 32 * half;
-      const int8_t* sc = w[i].scales + 8 * half;
       const int8_t* q8 = y[i].qs + 128 * half;
+      int32x4_t g[8];  // group 2 q + k: quarter q of the half, bytes 16 k
       for (int k = 0; k < 2; ++k) {
         const uint8x16_t l0 = vld1q_u8(ql + 16 * k), l1 = vld1q_u8(ql + 32 + 16 * k);
         const uint8x16_t h = vld1q_u8(qh + 16 * k);
@@ -320,21 +331,22 @@ float dot_q6_K(const void* wv, const void* xv, int64_t n) {
             vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4));
         const uint8x16_t u3 = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4));
         const int8_t* x = q8 + 16 * k;
-        acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u0), vld1q_s8(x)), sc[k]);
-        acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u1), vld1q_s8(x + 32)), sc[2 + k]);
-        acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u2), vld1q_s8(x + 64)), sc[4 + k]);
-        acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u3), vld1q_s8(x + 96)), sc[6 + k]);
+        g[k] = idot(vdupq_n_s32(0), s8(u0), vld1q_s8(x));
+        g[2 + k] = idot(vdupq_n_s32(0), s8(u1), vld1q_s8(x + 32));
+        g[4 + k] = idot(vdupq_n_s32(0), s8(u2), vld1q_s8(x + 64));
+        g[6 + k] = idot(vdupq_n_s32(0), s8(u3), vld1q_s8(x + 96));
       }
+      const int16x8_t sc = half ? s_hi : s_lo;
+      acc = vmlaq_s32(acc, sum4(g[0], g[1], g[2], g[3]), vmovl_s16(vget_low_s16(sc)));
+      acc = vmlaq_s32(acc, sum4(g[4], g[5], g[6], g[7]), vmovl_high_s16(sc));
     }
-    const int16x8_t s_lo = vmovl_s8(vld1_s8(w[i].scales)),
-                    s_hi = vmovl_s8(vld1_s8(w[i].scales + 8));
     const int16x8_t b_lo = vld1q_s16(y[i].bsums), b_hi = vld1q_s16(y[i].bsums + 8);
     int32x4_t bs = vmull_s16(vget_low_s16(s_lo), vget_low_s16(b_lo));
     bs = vmlal_high_s16(bs, s_lo, b_lo);
     bs = vmlal_s16(bs, vget_low_s16(s_hi), vget_low_s16(b_hi));
     bs = vmlal_high_s16(bs, s_hi, b_hi);
     const int32_t isum = vaddvq_s32(acc) - 32 * vaddvq_s32(bs);
-    sum += half_to_float(w[i].d) * y[i].d * static_cast<float>(isum);
+    sum += h2f(w[i].d) * y[i].d * static_cast<float>(isum);
   }
   return sum;
 }
@@ -355,7 +367,7 @@ float dot_iq4_xs(const void* wv, const void* xv, int64_t n) {
       acc = vmlaq_n_s32(acc, idot(idot(vdupq_n_s32(0), lo, vld1q_s8(q8)), hi, vld1q_s8(q8 + 16)),
                         iq4_xs_scale(w[i], ib));
     }
-    sum += half_to_float(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
+    sum += h2f(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
   }
   return sum;
 }
@@ -494,7 +506,7 @@ float dot_iq_grid(const void* wv, const void* xv, int64_t n) {
       acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), q[0], vld1q_s8(q8)), ls[0]);
       acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), q[1], vld1q_s8(q8 + 16)), ls[1]);
     }
-    sum += half_to_float(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
+    sum += h2f(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
   }
   return D::kScale * sum;
 }
@@ -521,7 +533,7 @@ float dot_iq1_s(const void* wv, const void* xv, int64_t n) {
       const int bs = y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1];
       sumi1 += qh & 0x8000 ? -ls * bs : ls * bs;
     }
-    sum += half_to_float(w[i].d) * y[i].d *
+    sum += h2f(w[i].d) * y[i].d *
            (static_cast<float>(vaddvq_s32(acc)) + kIq1Delta * static_cast<float>(sumi1));
   }
   return sum;
@@ -551,8 +563,9 @@ float dot_iq1_m(const void* wv, const void* xv, int64_t n) {
         acc2 = vmlaq_n_s32(acc2, idot(vdupq_n_s32(0), delta, x), ls);
       }
     }
-    sum += half_to_float(iq1_m_d(sc)) * y[i].d *
-           (static_cast<float>(vaddvq_s32(acc1)) + kIq1Delta * static_cast<float>(vaddvq_s32(acc2)));
+    sum +=
+        h2f(iq1_m_d(sc)) * y[i].d *
+        (static_cast<float>(vaddvq_s32(acc1)) + kIq1Delta * static_cast<float>(vaddvq_s32(acc2)));
   }
   return sum;
 }
@@ -589,8 +602,8 @@ float dot_q2_K(const void* wv, const void* xv, int64_t n) {
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), s8(u1), vld1q_s8(q8 + 16)), scale[is + 1]);
       }
     }
-    const float dall = y[i].d * half_to_float(w[i].d);
-    const float dmin = y[i].d * half_to_float(w[i].dmin);
+    const float dall = y[i].d * h2f(w[i].d);
+    const float dmin = y[i].d * h2f(w[i].dmin);
     sum += dall * static_cast<float>(vaddvq_s32(acc)) - dmin * static_cast<float>(vaddvq_s32(ms));
   }
   return sum;
@@ -623,7 +636,7 @@ float dot_q3_K(const void* wv, const void* xv, int64_t n) {
         acc = vmlaq_n_s32(acc, idot(vdupq_n_s32(0), w1, vld1q_s8(q8 + 16)), scale[is + 1]);
       }
     }
-    sum += half_to_float(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
+    sum += h2f(w[i].d) * y[i].d * static_cast<float>(vaddvq_s32(acc));
   }
   return sum;
 }
